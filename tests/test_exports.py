@@ -1,0 +1,111 @@
+"""The public surface: ARCHITECTURE §3 names, sorted ``__all__``, fixed ``__module__``."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import trio_agents
+
+PUBLIC_NAMESPACES = [
+    "trio_agents",
+    "trio_agents.agents",
+    "trio_agents.models",
+    "trio_agents.plugins",
+    "trio_agents.sessions",
+    "trio_agents.testing",
+    "trio_agents.tools",
+]
+
+CONTRACT = {
+    "trio_agents": [
+        "Runner",
+        "InMemoryRunner",
+        "RunConfig",
+        "StreamingMode",
+        "BaseAgent",
+        "SequentialAgent",
+        "ParallelAgent",
+        "LoopAgent",
+        "Event",
+        "EventActions",
+        "Content",
+        "Part",
+        "FunctionCall",
+        "FunctionResponse",
+        "Blob",
+        "InvocationContext",
+        "CallbackContext",
+        "ReadonlyContext",
+        "Session",
+        "State",
+        "TrioAgentsError",
+        "ConfigurationError",
+        "SessionNotFoundError",
+        "SessionExistsError",
+        "StaleSessionError",
+        "SessionBusyError",
+        "ModelError",
+        "ToolError",
+        "PluginError",
+        "AgentTransferError",
+        "LlmCallLimitError",
+        "SerializationError",
+    ],
+    "trio_agents.sessions": ["SessionService", "InMemorySessionService", "Session"],
+    "trio_agents.plugins": ["BasePlugin"],
+    "trio_agents.models": ["Model", "LlmRequest", "LlmResponse"],
+    "trio_agents.tools": ["BaseTool", "FunctionTool", "LongRunningFunctionTool", "exit_loop"],
+    "trio_agents.testing": ["ScriptedModel"],
+}
+
+
+@pytest.mark.parametrize("namespace", PUBLIC_NAMESPACES)
+def test_all_is_sorted_and_every_name_exists(namespace: str) -> None:
+    module = importlib.import_module(namespace)
+    assert module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        assert hasattr(module, name), f"{namespace}.{name} is listed but missing"
+
+
+@pytest.mark.parametrize(("namespace", "names"), CONTRACT.items())
+def test_contract_names_are_exported(namespace: str, names: list[str]) -> None:
+    module = importlib.import_module(namespace)
+    missing = sorted(set(names) - set(module.__all__))
+    assert missing == []
+
+
+def test_top_level_names_report_the_public_module() -> None:
+    for name in trio_agents.__all__:
+        obj = getattr(trio_agents, name)
+        if isinstance(obj, type):
+            assert obj.__module__ == "trio_agents", name
+
+
+def test_every_public_class_of_a_private_module_is_exported_somewhere() -> None:
+    exported = {
+        id(getattr(importlib.import_module(ns), name))
+        for ns in PUBLIC_NAMESPACES
+        for name in importlib.import_module(ns).__all__
+    }
+    for info in pkgutil.walk_packages(trio_agents.__path__, "trio_agents."):
+        leaf = info.name.rsplit(".", 1)[-1]
+        if not leaf.startswith("_") or leaf in ("__main__",):
+            continue
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and not name.startswith("_"):
+                assert id(obj) in exported, f"{info.name}.{name} is not exported"
+
+
+def test_errors_form_one_tree() -> None:
+    for name in trio_agents.__all__:
+        obj = getattr(trio_agents, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, trio_agents.TrioAgentsError), name
+    assert issubclass(trio_agents.ConfigurationError, ValueError)
+    assert issubclass(trio_agents.SessionNotFoundError, LookupError)
+    assert issubclass(trio_agents.PluginError, RuntimeError)

@@ -1,0 +1,125 @@
+"""trio_agents: ADK-style agent applications on Trio.
+
+Agents run as tasks in the invocation's nursery and hand their events to the Runner over memory
+channels; an agent resumes only after its event is committed. See the README for a tour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import attrs
+
+from ._content import (
+    Blob as Blob,
+    CodeExecutionResult as CodeExecutionResult,
+    Content as Content,
+    ExecutableCode as ExecutableCode,
+    FileData as FileData,
+    FunctionCall as FunctionCall,
+    FunctionResponse as FunctionResponse,
+    Part as Part,
+)
+from ._context import (
+    CallbackContext as CallbackContext,
+    EventActionsDraft as EventActionsDraft,
+    InvocationContext as InvocationContext,
+    ReadonlyContext as ReadonlyContext,
+)
+from ._errors import (
+    AgentTransferError as AgentTransferError,
+    ConfigurationError as ConfigurationError,
+    LlmCallLimitError as LlmCallLimitError,
+    ModelError as ModelError,
+    PluginError as PluginError,
+    SerializationError as SerializationError,
+    SessionBusyError as SessionBusyError,
+    SessionError as SessionError,
+    SessionExistsError as SessionExistsError,
+    SessionNotFoundError as SessionNotFoundError,
+    StaleSessionError as StaleSessionError,
+    TemplateKeyError as TemplateKeyError,
+    ToolError as ToolError,
+    TrioAgentsError as TrioAgentsError,
+)
+from ._events import Event as Event, EventActions as EventActions, UsageMetadata as UsageMetadata
+from ._runner import (
+    InMemoryRunner as InMemoryRunner,
+    RunConfig as RunConfig,
+    Runner as Runner,
+    RunStream as RunStream,
+    StreamingMode as StreamingMode,
+)
+from ._state import State as State
+from ._version import __version__ as __version__
+from .agents import (
+    Agent as Agent,
+    BaseAgent as BaseAgent,
+    LlmAgent as LlmAgent,
+    LoopAgent as LoopAgent,
+    ParallelAgent as ParallelAgent,
+    SequentialAgent as SequentialAgent,
+)
+from .sessions import Session as Session
+from .tools import ToolContext as ToolContext
+
+__all__ = [
+    "Agent",
+    "AgentTransferError",
+    "BaseAgent",
+    "Blob",
+    "CallbackContext",
+    "CodeExecutionResult",
+    "ConfigurationError",
+    "Content",
+    "Event",
+    "EventActions",
+    "EventActionsDraft",
+    "ExecutableCode",
+    "FileData",
+    "FunctionCall",
+    "FunctionResponse",
+    "InMemoryRunner",
+    "InvocationContext",
+    "LlmAgent",
+    "LlmCallLimitError",
+    "LoopAgent",
+    "ModelError",
+    "ParallelAgent",
+    "Part",
+    "PluginError",
+    "ReadonlyContext",
+    "RunConfig",
+    "RunStream",
+    "Runner",
+    "SequentialAgent",
+    "SerializationError",
+    "Session",
+    "SessionBusyError",
+    "SessionError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "StaleSessionError",
+    "State",
+    "StreamingMode",
+    "TemplateKeyError",
+    "ToolContext",
+    "ToolError",
+    "TrioAgentsError",
+    "UsageMetadata",
+]
+
+
+def _fixup_module_metadata() -> None:
+    """Make reprs and tracebacks say ``trio_agents.X`` instead of the private module."""
+    for name in __all__:
+        obj = globals()[name]
+        if attrs.has(obj):
+            attrs.resolve_types(obj)  # resolve string annotations while the module is right
+        if getattr(obj, "__module__", "").startswith("trio_agents."):
+            with contextlib.suppress(AttributeError, TypeError):
+                obj.__module__ = __name__
+
+
+_fixup_module_metadata()
+del _fixup_module_metadata

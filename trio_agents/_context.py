@@ -1,0 +1,382 @@
+"""Invocation, callback and read-only contexts, and the agent side of the handshake.
+
+An agent hands an event to the Runner with ``await ctx.emit(event)``: the event travels with a
+reply slot over the invocation's zero-buffer channel; the Runner commits it, hands it to the
+consumer and answers the slot; ``emit`` returns the committed event. One event is in flight per
+producer, and a producer resumes only after its event is committed (ARCHITECTURE §2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._content import Content
+from ._errors import ConfigurationError
+from ._events import Event, EventActions, replace
+from ._ids import new_function_call_id
+from ._state import State
+
+if TYPE_CHECKING:
+    from ._runner import RunConfig, _Invocation
+    from .agents._base import BaseAgent
+    from .plugins._manager import PluginManager
+    from .sessions._base import Session, SessionService
+
+__all__ = [
+    "CallbackContext",
+    "EventActionsDraft",
+    "InvocationContext",
+    "ReadonlyContext",
+]
+
+EscalationWatcher = Callable[["BaseAgent"], None]
+
+
+@attrs.define(kw_only=True)
+class EventActionsDraft:
+    """The mutable actions a context accumulates before they ride on an event.
+
+    Tools and callbacks write ``ctx.actions.escalate = True`` or
+    ``ctx.actions.transfer_to_agent = "x"`` as in ADK; state writes go through ``ctx.state``.
+    """
+
+    state_delta: dict[str, Any] = attrs.field(factory=dict)
+    artifact_delta: dict[str, int] = attrs.field(factory=dict)
+    transfer_to_agent: str | None = None
+    escalate: bool | None = None
+    skip_summarization: bool | None = None
+    requested_auth_configs: dict[str, Any] = attrs.field(factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.state_delta
+            or self.artifact_delta
+            or self.transfer_to_agent
+            or self.escalate
+            or self.skip_summarization
+            or self.requested_auth_configs
+        )
+
+    def freeze(self) -> EventActions:
+        """An immutable :class:`EventActions` with the current values."""
+        return EventActions(
+            state_delta=dict(self.state_delta),
+            artifact_delta=dict(self.artifact_delta),
+            transfer_to_agent=self.transfer_to_agent,
+            escalate=self.escalate,
+            skip_summarization=self.skip_summarization,
+            requested_auth_configs=dict(self.requested_auth_configs),
+        )
+
+    def merged_into(self, actions: EventActions) -> EventActions:
+        """``actions`` with this draft merged under it (the event's own values win)."""
+        return EventActions(
+            state_delta={**self.state_delta, **actions.state_delta},
+            artifact_delta={**self.artifact_delta, **actions.artifact_delta},
+            transfer_to_agent=actions.transfer_to_agent or self.transfer_to_agent,
+            escalate=actions.escalate if actions.escalate is not None else self.escalate,
+            skip_summarization=(
+                actions.skip_summarization
+                if actions.skip_summarization is not None
+                else self.skip_summarization
+            ),
+            requested_auth_configs={
+                **self.requested_auth_configs,
+                **actions.requested_auth_configs,
+            },
+        )
+
+
+class _Reply:
+    """The slot through which the Runner answers one emitted event.
+
+    The emitter parks only when the answer is not there yet; ``emit`` is still a checkpoint
+    because sending on the channel is one.
+    """
+
+    __slots__ = ("_done", "_task", "error", "value")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._task: trio.lowlevel.Task | None = None
+        self.value: Event | None = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Event) -> None:
+        self.value = value
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        self._done = True
+        task, self._task = self._task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def wait(self) -> Event:
+        if not self._done:
+            self._task = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+Emission = tuple[Event, _Reply]
+
+
+class InvocationContext:
+    """Everything an agent run needs: the live session, the services and the emit channel.
+
+    Each agent run gets its own copy (``agent`` set to the running agent); the session, the
+    services and the invocation's counters are shared by all copies. ``end_invocation`` is scoped
+    to one copy (R-AG-4).
+    """
+
+    __slots__ = (
+        "_actions",
+        "_escalation_watchers",
+        "_invocation",
+        "_send",
+        "agent",
+        "branch",
+        "end_invocation",
+        "transfer_to",
+    )
+
+    def __init__(
+        self,
+        *,
+        invocation: _Invocation,
+        agent: BaseAgent,
+        send: trio.MemorySendChannel[Emission],
+        branch: str | None = None,
+    ) -> None:
+        self._invocation = invocation
+        self._send = send
+        self._actions: EventActionsDraft | None = None
+        self._escalation_watchers: tuple[EscalationWatcher, ...] = ()
+        self.agent = agent
+        self.branch = branch
+        self.end_invocation = False
+        self.transfer_to: BaseAgent | None = None
+
+    # -- shared invocation data ------------------------------------------------------------------
+
+    @property
+    def invocation_id(self) -> str:
+        return self._invocation.invocation_id
+
+    @property
+    def session(self) -> Session:
+        return self._invocation.session
+
+    @property
+    def app_name(self) -> str:
+        return self._invocation.session.app_name
+
+    @property
+    def user_id(self) -> str:
+        return self._invocation.session.user_id
+
+    @property
+    def user_content(self) -> Content | None:
+        return self._invocation.user_content
+
+    @property
+    def run_config(self) -> RunConfig:
+        return self._invocation.run_config
+
+    @property
+    def session_service(self) -> SessionService:
+        return self._invocation.runner.session_service
+
+    @property
+    def artifact_service(self) -> Any:
+        return self._invocation.runner.artifact_service
+
+    @property
+    def memory_service(self) -> Any:
+        return self._invocation.runner.memory_service
+
+    @property
+    def plugin_manager(self) -> PluginManager:
+        return self._invocation.runner.plugin_manager
+
+    # -- pending writes ----------------------------------------------------------------------------
+
+    @property
+    def actions(self) -> EventActionsDraft:
+        """Pending actions, merged into the next event this context emits."""
+        if self._actions is None:
+            self._actions = EventActionsDraft()
+        return self._actions
+
+    @property
+    def state(self) -> State:
+        """Write-through state; writes ride on the next event this context emits (R-ST-1)."""
+        return State(self._invocation.session.state, self.actions.state_delta)
+
+    # -- copies ------------------------------------------------------------------------------------
+
+    def _copy(
+        self, *, agent: BaseAgent | None = None, branch: str | None = None
+    ) -> InvocationContext:
+        ctx = InvocationContext.__new__(InvocationContext)
+        ctx._invocation = self._invocation
+        ctx._send = self._send
+        ctx._actions = None
+        ctx._escalation_watchers = self._escalation_watchers
+        ctx.agent = self.agent if agent is None else agent
+        ctx.branch = self.branch if branch is None else branch
+        ctx.end_invocation = False
+        ctx.transfer_to = None
+        return ctx
+
+    def for_agent(self, agent: BaseAgent) -> InvocationContext:
+        """The copy an agent runs on: same branch, ``agent`` set, ``end_invocation`` cleared."""
+        return self._copy(agent=agent)
+
+    def for_branch(self, branch: str) -> InvocationContext:
+        """A copy on another branch (used by :class:`ParallelAgent`)."""
+        return self._copy(branch=branch)
+
+    def watching_escalation(self, watcher: EscalationWatcher) -> InvocationContext:
+        """A copy whose committed escalations also call ``watcher(author_agent)``."""
+        ctx = self._copy()
+        ctx._escalation_watchers = (*self._escalation_watchers, watcher)
+        return ctx
+
+    # -- the handshake ----------------------------------------------------------------------------
+
+    async def emit(self, event: Event) -> Event:
+        """Send ``event`` to the Runner and wait until it is committed; return the committed event.
+
+        Fills ``author``, ``invocation_id`` and ``branch`` when missing, gives function calls
+        without an id an ``adk-`` id, and merges this context's pending actions into the event.
+        When ``emit`` returns, the event is in the session history, its state delta is in
+        ``ctx.session.state`` and the consumer has received it. Partial events are delivered but
+        never committed. If cancelled, the event may or may not have been committed.
+        """
+        if not isinstance(event, Event):
+            raise ConfigurationError(
+                f"agent {self.agent.name!r} emitted {type(event).__name__}, not an Event"
+            )
+        event = self._stamp(event)
+        reply = _Reply()
+        await self._send.send((event, reply))
+        committed = await reply.wait()
+        if committed.actions.escalate and not committed.partial and self._escalation_watchers:
+            for watcher in self._escalation_watchers:
+                watcher(self.agent)
+        return committed
+
+    def _stamp(self, event: Event) -> Event:
+        changes: dict[str, Any] = {}
+        if not event.author:
+            changes["author"] = self.agent.name
+        if not event.invocation_id:
+            changes["invocation_id"] = self._invocation.invocation_id
+        if event.branch is None and self.branch is not None:
+            changes["branch"] = self.branch
+        pending = self._actions
+        if pending is not None and not pending.is_empty() and not event.partial:
+            changes["actions"] = pending.merged_into(event.actions)
+            self._actions = None
+        content = event.content
+        if content is not None and any(
+            p.function_call is not None and not p.function_call.id for p in content.parts
+        ):
+            changes["content"] = _with_call_ids(content)
+        return replace(event, changes) if changes else event
+
+
+def _with_call_ids(content: Content) -> Content:
+    parts = tuple(
+        attrs.evolve(p, function_call=attrs.evolve(p.function_call, id=new_function_call_id()))
+        if p.function_call is not None and not p.function_call.id
+        else p
+        for p in content.parts
+    )
+    return attrs.evolve(content, parts=parts)
+
+
+class ReadonlyContext:
+    """A read-only view of the invocation, for instruction providers and the like."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: InvocationContext) -> None:
+        self._ctx = ctx
+
+    @property
+    def invocation_id(self) -> str:
+        return self._ctx.invocation_id
+
+    @property
+    def agent_name(self) -> str:
+        return self._ctx.agent.name
+
+    @property
+    def branch(self) -> str | None:
+        return self._ctx.branch
+
+    @property
+    def user_content(self) -> Content | None:
+        return self._ctx.user_content
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        """The live session state, read-only."""
+        return MappingProxyType(self._ctx.session.state)
+
+    @property
+    def session(self) -> Session:
+        return self._ctx.session
+
+
+class CallbackContext(ReadonlyContext):
+    """The context of agent, model and tool callbacks: write-through state and pending actions.
+
+    Writes accumulate in :attr:`actions`; the framework puts them on the event that the callback
+    produces (or on a content-less event of their own).
+    """
+
+    __slots__ = ("_actions",)
+
+    def __init__(self, ctx: InvocationContext, actions: EventActionsDraft | None = None) -> None:
+        super().__init__(ctx)
+        self._actions = EventActionsDraft() if actions is None else actions
+
+    @property
+    def state(self) -> State:
+        return State(self._ctx.session.state, self._actions.state_delta)
+
+    @property
+    def actions(self) -> EventActionsDraft:
+        return self._actions
+
+    @property
+    def invocation_context(self) -> InvocationContext:
+        return self._ctx
+
+    @property
+    def end_invocation(self) -> bool:
+        return self._ctx.end_invocation
+
+    @end_invocation.setter
+    def end_invocation(self, value: bool) -> None:
+        self._ctx.end_invocation = value

@@ -1,0 +1,146 @@
+"""The exception hierarchy of trio_agents.
+
+Every error raised on purpose by the library derives from :class:`TrioAgentsError`. Where a
+caller would naturally catch a builtin, the builtin is mixed in::
+
+    TrioAgentsError(Exception)
+    ├── ConfigurationError(TrioAgentsError, ValueError)   bad agent tree, names, bad input
+    ├── SessionError
+    │   ├── SessionNotFoundError(SessionError, LookupError, ValueError)
+    │   ├── SessionExistsError                              create with an id already taken
+    │   ├── StaleSessionError(SessionError, ValueError)     append through an outdated snapshot
+    │   └── SessionBusyError                                a run is already in flight
+    ├── ModelError                                          talking to a model failed
+    ├── ToolError                                           a tool failed (cause chained)
+    ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
+    ├── TemplateKeyError(TrioAgentsError, KeyError)         an instruction names a missing key
+    ├── AgentTransferError                                  transfer to an unknown/forbidden agent
+    ├── LlmCallLimitError                                   max_llm_calls would be exceeded
+    └── SerializationError(TrioAgentsError, ValueError)     a value that cannot become JSON
+
+Errors carry the name of the failing thing as attributes and in ``str()``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentTransferError",
+    "ConfigurationError",
+    "LlmCallLimitError",
+    "ModelError",
+    "PluginError",
+    "SerializationError",
+    "SessionBusyError",
+    "SessionError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "StaleSessionError",
+    "TemplateKeyError",
+    "ToolError",
+    "TrioAgentsError",
+]
+
+
+class TrioAgentsError(Exception):
+    """Base class of every error trio_agents raises on purpose."""
+
+
+class ConfigurationError(TrioAgentsError, ValueError):
+    """Invalid configuration or input: a bad agent name, a second parent, a bad message."""
+
+
+class SessionError(TrioAgentsError):
+    """Base class of session-store errors. ``session_id`` names the session."""
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class SessionNotFoundError(SessionError, LookupError, ValueError):
+    """No session with that id exists (for that app and user)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session not found: {session_id}", session_id=session_id)
+
+
+class SessionExistsError(SessionError):
+    """``create_session`` was given an id that is already taken."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session already exists: {session_id}", session_id=session_id)
+
+
+class StaleSessionError(SessionError, ValueError):
+    """``append_event`` was called with a snapshot older than the stored session."""
+
+    def __init__(self, session_id: str, *, expected: int, actual: int) -> None:
+        super().__init__(
+            f"Session {session_id} is stale: the snapshot has revision {expected}, "
+            f"the store has revision {actual}; reload it with get_session()",
+            session_id=session_id,
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class SessionBusyError(SessionError):
+    """A run is already in flight on this session (``concurrent_runs="reject"``)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session {session_id} already has a run in flight", session_id=session_id)
+
+
+class ModelError(TrioAgentsError):
+    """Talking to a model failed."""
+
+
+class ToolError(TrioAgentsError):
+    """A tool failed. ``tool_name`` and ``call_id`` name it; the cause is chained."""
+
+    def __init__(self, message: str, *, tool_name: str, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.call_id = call_id
+
+
+class PluginError(TrioAgentsError, RuntimeError):
+    """A plugin hook raised. ``plugin`` and ``hook`` name it; the cause is chained."""
+
+    def __init__(self, *, plugin: str, hook: str) -> None:
+        super().__init__(f"plugin {plugin!r} failed in {hook}")
+        self.plugin = plugin
+        self.hook = hook
+
+
+class TemplateKeyError(TrioAgentsError, KeyError):
+    """An instruction template names a state key (or artifact) that does not exist."""
+
+    def __init__(self, *, key: str, agent: str) -> None:
+        super().__init__(f"Context variable not found: `{key}` in agent {agent!r}.")
+        self.key = key
+        self.agent = agent
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0])
+
+
+class AgentTransferError(TrioAgentsError):
+    """Transfer to an unknown, self or forbidden agent."""
+
+    def __init__(self, message: str, *, source: str, target: str) -> None:
+        super().__init__(message)
+        self.source = source
+        self.target = target
+
+
+class LlmCallLimitError(TrioAgentsError):
+    """The invocation would exceed ``RunConfig.max_llm_calls``."""
+
+
+class SerializationError(TrioAgentsError, ValueError):
+    """A value cannot be turned into JSON (or parsed from it). ``path`` names where."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path

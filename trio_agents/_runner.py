@@ -1,0 +1,506 @@
+"""The Runner: one invocation per ``async with runner.run(...)``, structured end to end.
+
+Shape of an invocation (ARCHITECTURE §2)::
+
+    consumer task  ── receive() ──▶  takes (event, reply) from the zero-buffer channel,
+                                     runs on_event plugins, commits, answers the reply,
+                                     returns the committed event
+    agent task(s)  ── ctx.emit() ──▶ send (event, reply), wait for the reply
+
+The consumer's ``receive()`` is where the Runner commits: an event is committed when the consumer
+pulls it, so a slow consumer slows the producers and nothing queues up. All agent tasks live in
+the invocation's nursery; leaving the ``async with`` block cancels them and waits for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import sys
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, Literal, Self
+
+import attrs
+import trio
+
+from ._content import Content, Part
+from ._context import Emission, InvocationContext
+from ._errors import ConfigurationError, PluginError, SessionNotFoundError
+from ._events import Event, EventActions
+from ._ids import new_invocation_id
+from ._state import check_state_delta
+from ._util import single_failure
+from .agents._base import FAILURE_ATTR, BaseAgent
+from .agents._transfer import agent_to_run
+from .plugins._base import BasePlugin
+from .plugins._manager import PluginManager
+from .sessions._base import GetSessionConfig, Session, SessionService
+from .sessions._memory import InMemorySessionService
+
+__all__ = ["InMemoryRunner", "RunConfig", "RunStream", "Runner", "StreamingMode"]
+
+logger = logging.getLogger("trio_agents")
+
+
+class StreamingMode(enum.Enum):
+    """How model output reaches the consumer."""
+
+    NONE = "none"
+    """One event per model response."""
+    SSE = "sse"
+    """Partial chunks as they arrive, then the final aggregate (only the aggregate is stored)."""
+
+
+def _check_max_llm_calls(instance: object, attribute: object, value: int) -> None:
+    if value >= sys.maxsize:
+        raise ConfigurationError(f"max_llm_calls must be less than sys.maxsize, got {value}")
+    if value <= 0:
+        logger.warning("max_llm_calls=%d: the number of model calls is not limited", value)
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """Per-run settings."""
+
+    streaming_mode: StreamingMode = StreamingMode.NONE
+    max_llm_calls: int = attrs.field(default=500, validator=_check_max_llm_calls)
+    """Model calls allowed per invocation; ``<= 0`` means unlimited (R-RUN-10)."""
+    custom_metadata: Mapping[str, Any] | None = None
+    """Merged into every event's ``custom_metadata`` (the event's own keys win)."""
+    get_session_config: GetSessionConfig | None = None
+    """Which history the invocation loads (R-ST-8)."""
+
+
+@attrs.frozen
+class _OpenCall:
+    author: str
+    branch: str | None
+    name: str
+
+
+class _Invocation:
+    """The shared state of one invocation: session, counters, open calls, cancel scope."""
+
+    def __init__(self, runner: Runner, session: Session, run_config: RunConfig) -> None:
+        self.runner = runner
+        self.session = session
+        self.run_config = run_config
+        self.invocation_id = new_invocation_id()
+        self.user_content: Content | None = None
+        self.cancel_scope = trio.CancelScope()
+        self.emitted = 0
+        self.llm_calls = 0
+        self.open_calls: dict[str, _OpenCall] = {}
+        self.agent_failure: Exception | None = None
+        self.root_ctx: InvocationContext | None = None
+        self.histories: dict[tuple[str, str | None], Any] = {}
+
+    # -- consumer side: commit ------------------------------------------------------------------
+
+    def commit_nowait(self, event: Event) -> Event:
+        """Commit without waiting, or raise :class:`trio.WouldBlock` (plugins or backend I/O)."""
+        if self.runner.plugin_manager:
+            raise trio.WouldBlock
+        event = self._with_metadata(event)
+        if event.partial:
+            return event
+        return self._tracked(self.runner.session_service.append_event_nowait(self.session, event))
+
+    async def commit(self, event: Event) -> Event:
+        """Run ``on_event`` plugins, then append ``event`` unless partial; return it as stored."""
+        event = self._with_metadata(event)
+        if self.runner.plugin_manager:
+            event = await self._on_event(event)
+        if event.partial:
+            return event
+        return self._tracked(await self.runner.session_service.append_event(self.session, event))
+
+    def _with_metadata(self, event: Event) -> Event:
+        metadata = self.run_config.custom_metadata
+        if not metadata:
+            return event
+        return attrs.evolve(event, custom_metadata={**metadata, **(event.custom_metadata or {})})
+
+    async def _on_event(self, event: Event) -> Event:
+        assert self.root_ctx is not None
+        replaced = await self.runner.plugin_manager.on_event(self.root_ctx, event)
+        if replaced is None:
+            return event
+        # The replacement keeps the original identity (ARCHITECTURE §4).
+        return attrs.evolve(
+            replaced, id=event.id, invocation_id=event.invocation_id, timestamp=event.timestamp
+        )
+
+    def _tracked(self, committed: Event) -> Event:
+        if committed.content is not None:
+            self._track_calls(committed)
+        return committed
+
+    def _track_calls(self, event: Event) -> None:
+        assert event.content is not None
+        waiting = event.long_running_tool_ids or ()
+        for part in event.content.parts:
+            call = part.function_call
+            if call is not None and call.id and call.id not in waiting:
+                self.open_calls[call.id] = _OpenCall(event.author, event.branch, call.name)
+            response = part.function_response
+            if response is not None and response.id:
+                self.open_calls.pop(response.id, None)
+
+    # -- agent side: drive ------------------------------------------------------------------------
+
+    async def drive(self, ctx: InvocationContext, send: trio.MemorySendChannel[Emission]) -> None:
+        """Run the root agent (or a ``before_run`` short-circuit) inside the cancel scope."""
+        plugins = self.runner.plugin_manager
+        # The channel closes without a checkpoint, so a cancellation cannot mask an error.
+        with send, self.cancel_scope:
+            try:
+                content = await plugins.before_run(ctx) if plugins else None
+                if content is not None:
+                    await ctx.emit(Event(author="model", content=content))
+                else:
+                    await agent_to_run(ctx.agent, self.session.events).run(ctx)
+            except Exception as exc:
+                self.agent_failure = exc
+                await self._notify_run_error(ctx, exc)
+                raise
+
+    async def _notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
+        plugins = self.runner.plugin_manager
+        if not plugins:
+            return
+        try:
+            with trio.move_on_after(self.runner.cleanup_timeout, shield=True):
+                await plugins.on_run_error(ctx, exc)
+        except PluginError as hook_failure:
+            exc.add_note(f"also: {hook_failure} ({hook_failure.__cause__!r})")
+
+    # -- aftermath --------------------------------------------------------------------------------
+
+    async def seal(self, reason: str) -> None:
+        """Commit a response for every call left open, then one error event per agent failure."""
+        for event in self._closing_events(reason):
+            await self._append_quietly(event)
+        for exc in _leaves(self.agent_failure):
+            author, branch = getattr(exc, FAILURE_ATTR, (self.runner.agent.name, None))
+            code = getattr(exc, "status", None)
+            await self._append_quietly(
+                Event(
+                    invocation_id=self.invocation_id,
+                    author=author,
+                    branch=branch,
+                    error_code=code if isinstance(code, str) else type(exc).__name__,
+                    error_message=str(exc),
+                )
+            )
+
+    def _closing_events(self, reason: str) -> list[Event]:
+        groups: dict[tuple[str, str | None], list[Part]] = {}
+        for call_id, call in self.open_calls.items():
+            response = {"error": "cancelled", "reason": reason}
+            part = Part.from_function_response(call.name, response, id=call_id)
+            groups.setdefault((call.author, call.branch), []).append(part)
+        self.open_calls.clear()
+        return [
+            Event(
+                invocation_id=self.invocation_id,
+                author=author,
+                branch=branch,
+                content=Content(role="user", parts=parts),
+            )
+            for (author, branch), parts in groups.items()
+        ]
+
+    async def _append_quietly(self, event: Event) -> None:
+        try:
+            await self.runner.session_service.append_event(self.session, event)
+        except Exception:
+            logger.exception("could not store the aftermath event of %s", self.invocation_id)
+
+
+def _leaves(exc: BaseException | None) -> Iterable[BaseException]:
+    if exc is None:
+        return ()
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return (exc,)
+
+
+class RunStream(trio.abc.ReceiveChannel[Event]):
+    """The consumer's end of an invocation: iterate it to receive committed events.
+
+    ``receive()`` commits the next event an agent emitted and returns it; the agent resumes only
+    then. ``cancel()`` stops the run from anywhere; the stream then ends after the agents are
+    cancelled.
+    """
+
+    def __init__(self, invocation: _Invocation, receive: trio.MemoryReceiveChannel[Emission]):
+        self._inv = invocation
+        self._recv = receive
+
+    @property
+    def invocation_id(self) -> str:
+        return self._inv.invocation_id
+
+    @property
+    def session(self) -> Session:
+        """The live session of the invocation (state and history as committed so far)."""
+        return self._inv.session
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel the run: agents stop, committed events stay, open calls get closed."""
+        self._inv.cancel_scope.cancel(reason=reason or "run cancelled by the caller")
+
+    @property
+    def cancelled(self) -> bool:
+        return self._inv.cancel_scope.cancel_called
+
+    async def receive(self) -> Event:
+        while True:
+            event, reply = await self._recv.receive()
+            inv = self._inv
+            inv.emitted += 1
+            try:
+                try:
+                    committed = inv.commit_nowait(event)
+                except trio.WouldBlock:
+                    with trio.fail_after(inv.runner.commit_timeout, shield=True):
+                        committed = await inv.commit(event)
+            except Exception as exc:
+                reply.fail(exc)
+                continue
+            reply.set(committed)
+            return committed
+
+    def clone(self) -> RunStream:
+        return RunStream(self._inv, self._recv.clone())
+
+    async def aclose(self) -> None:
+        self.cancel("the consumer closed the event stream")
+        await self._recv.aclose()
+
+
+ConcurrentRuns = Literal["reject", "queue"]
+
+
+class Runner:
+    """Runs agents against a session service, one invocation per ``run()`` block.
+
+    ``concurrent_runs`` decides what a second run on a session that has a run in flight does:
+    ``"reject"`` raises :class:`~trio_agents.SessionBusyError` at once, ``"queue"`` waits.
+    Runs on one session never interleave.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: BaseAgent,
+        app_name: str,
+        session_service: SessionService,
+        artifact_service: Any = None,
+        memory_service: Any = None,
+        plugins: Sequence[BasePlugin] = (),
+        concurrent_runs: ConcurrentRuns = "reject",
+        cleanup_timeout: float = 10.0,
+        commit_timeout: float = 60.0,
+    ) -> None:
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(f"Runner agent must be a BaseAgent, got {agent!r}")
+        if concurrent_runs not in ("reject", "queue"):
+            raise ConfigurationError(
+                f"concurrent_runs must be 'reject' or 'queue', got {concurrent_runs!r}"
+            )
+        self.agent = agent
+        self.app_name = app_name
+        self.session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.plugin_manager = PluginManager(plugins)
+        self.concurrent_runs = concurrent_runs
+        self.cleanup_timeout = cleanup_timeout
+        self.commit_timeout = commit_timeout
+
+    @contextlib.asynccontextmanager
+    async def run(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: Content | str | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+    ) -> AsyncIterator[RunStream]:
+        """Start one invocation; iterate the yielded :class:`RunStream` for its events.
+
+        Raises:
+            SessionNotFoundError: no such session (nothing is stored).
+            SessionBusyError: a run is in flight on the session and ``concurrent_runs="reject"``.
+            ConfigurationError: a bad message (e.g. one carrying function calls).
+            SerializationError: a ``state_delta`` that is not JSON.
+            Exception: whatever an agent, tool, model or callback raised (a lone failure keeps its
+                type; several at once arrive as an ``ExceptionGroup``).
+        """
+        run_config = run_config or RunConfig()
+        message = _user_message(new_message)
+        if state_delta:
+            check_state_delta(state_delta)
+        async with self.session_service.lease(
+            app_name=self.app_name,
+            user_id=user_id,
+            session_id=session_id,
+            wait=self.concurrent_runs == "queue",
+        ):
+            session = await self.session_service.get_session(
+                app_name=self.app_name,
+                user_id=user_id,
+                session_id=session_id,
+                config=run_config.get_session_config,
+            )
+            if session is None:
+                raise SessionNotFoundError(session_id)
+            _check_answers(message, session)
+            invocation = _Invocation(self, session, run_config)
+            async with self._invoke(invocation, message, state_delta) as stream:
+                yield stream
+
+    @contextlib.asynccontextmanager
+    async def _invoke(
+        self, inv: _Invocation, message: Content, state_delta: Mapping[str, Any] | None
+    ) -> AsyncIterator[RunStream]:
+        send, receive = trio.open_memory_channel[Emission](0)
+        ctx = InvocationContext(invocation=inv, agent=self.agent, send=send)
+        inv.root_ctx = ctx
+        await self._append_user_event(inv, ctx, message, state_delta)
+        stream = RunStream(inv, receive)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(inv.drive, ctx, send)
+                try:
+                    yield stream
+                finally:
+                    inv.cancel_scope.cancel(reason="the consumer left the run block")
+        except BaseExceptionGroup as group:
+            failure = single_failure(group)
+            if failure is None:
+                raise
+            raise failure from failure.__cause__
+        finally:
+            with trio.move_on_after(self.cleanup_timeout, shield=True):
+                await self._finish(inv, ctx)
+            receive.close()
+
+    async def _append_user_event(
+        self,
+        inv: _Invocation,
+        ctx: InvocationContext,
+        message: Content,
+        state_delta: Mapping[str, Any] | None,
+    ) -> None:
+        if self.plugin_manager:
+            message = await self.plugin_manager.on_user_message(ctx, message) or message
+        inv.user_content = message
+        event = Event(
+            invocation_id=inv.invocation_id,
+            author="user",
+            content=message,
+            actions=EventActions(state_delta=state_delta or {}),
+        )
+        await self.session_service.append_event(inv.session, event)
+
+    async def _finish(self, inv: _Invocation, ctx: InvocationContext) -> None:
+        reason = (inv.cancel_scope.cancelled_caught and "run cancelled") or "run ended"
+        if inv.agent_failure is not None:
+            reason = f"run failed: {type(inv.agent_failure).__name__}"
+        await inv.seal(reason)
+        if inv.agent_failure is None and self.plugin_manager:
+            await self.plugin_manager.after_run(ctx)
+
+    def run_sync(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: Content | str | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+    ) -> list[Event]:
+        """Run one invocation to completion under ``trio.run`` and return its events."""
+
+        async def collect() -> list[Event]:
+            async with self.run(
+                user_id=user_id,
+                session_id=session_id,
+                new_message=new_message,
+                state_delta=state_delta,
+                run_config=run_config,
+            ) as events:
+                return [event async for event in events]
+
+        return trio.run(collect)
+
+    async def close(self) -> None:
+        """Close the plugins (each bounded by ``cleanup_timeout``)."""
+        for plugin in self.plugin_manager.plugins:
+            with trio.move_on_after(self.cleanup_timeout):
+                await PluginManager([plugin]).close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.close()
+
+
+class InMemoryRunner(Runner):
+    """A :class:`Runner` with fresh in-memory services (R-RUN-9)."""
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        *,
+        app_name: str = "InMemoryRunner",
+        plugins: Sequence[BasePlugin] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            agent=agent,
+            app_name=app_name,
+            session_service=InMemorySessionService(),
+            plugins=plugins,
+            **kwargs,
+        )
+
+
+def _check_answers(message: Content, session: Session) -> None:
+    """Function responses in a user message must answer calls in the history (R-RUN-2)."""
+    ids = {p.function_response.id for p in message.parts if p.function_response is not None}
+    if not ids:
+        return
+    if None in ids:
+        raise ConfigurationError("a function response in the user message has no call id")
+    for event in reversed(session.events):
+        ids -= {call.id for call in event.get_function_calls()}
+        if not ids:
+            return
+    raise ConfigurationError(
+        f"Function call not found for function response ids: {sorted(map(str, ids))}"
+    )
+
+
+def _user_message(message: Content | str | None) -> Content:
+    """Validate and normalize the user message (R-RUN-2)."""
+    if message is None:
+        raise ConfigurationError("new_message is required: there is no paused run to resume")
+    if isinstance(message, str):
+        return Content.from_text(message, role="user")
+    if not isinstance(message, Content):
+        raise ConfigurationError(
+            f"new_message must be a Content or a str, got {type(message).__name__}"
+        )
+    if any(p.function_call is not None for p in message.parts):
+        raise ConfigurationError("User message cannot contain function calls.")
+    if message.role != "user":
+        message = Content(role="user", parts=message.parts)
+    return message

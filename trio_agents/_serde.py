@@ -1,0 +1,283 @@
+"""The one JSON converter of trio_agents.
+
+Rules (ADK-compatible, R-EV-8):
+
+* record field names are camelCase on output (``invocationId``, ``stateDelta``); camelCase and
+  snake_case are both accepted on input;
+* fields whose value is ``None`` are omitted; empty dicts are kept (as ADK does);
+* payload dicts (state deltas, function arguments and responses, custom metadata) are passed
+  through verbatim: their keys are never renamed;
+* bytes are base64 (standard alphabet); ``long_running_tool_ids`` is a sorted list;
+* unknown fields are ignored at every level; malformed input raises
+  :class:`~trio_agents.SerializationError` naming the path.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from ._content import (
+    Blob,
+    CodeExecutionResult,
+    Content,
+    ExecutableCode,
+    FileData,
+    FunctionCall,
+    FunctionResponse,
+    Part,
+)
+from ._errors import SerializationError
+from ._events import Event, EventActions, UsageMetadata
+
+__all__ = [
+    "check_json_value",
+    "dump_event",
+    "dumps",
+    "load_event",
+    "loads",
+    "structure",
+    "unstructure",
+]
+
+T = TypeVar("T")
+
+_RECORDS: tuple[type, ...] = (
+    Event,
+    EventActions,
+    UsageMetadata,
+    Content,
+    Part,
+    FunctionCall,
+    FunctionResponse,
+    Blob,
+    FileData,
+    ExecutableCode,
+    CodeExecutionResult,
+)
+_BYTES_FIELDS = {(Blob, "data"), (Part, "thought_signature")}
+_PAYLOAD_FIELDS = {
+    (EventActions, "state_delta"),
+    (EventActions, "artifact_delta"),
+    (EventActions, "requested_auth_configs"),
+    (FunctionCall, "args"),
+    (FunctionResponse, "response"),
+    (Event, "custom_metadata"),
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+@attrs.frozen
+class _Field:
+    name: str
+    camel: str
+    kind: str  # "record", "records", "bytes", "payload", "ids", "plain"
+    record: type | None
+    plain: str = ""  # for plain fields: the base type name ("str", "bool", "int", "float")
+
+
+def _field_kind(cls: type, field: attrs.Attribute[Any]) -> tuple[str, type | None]:
+    if (cls, field.name) in _BYTES_FIELDS:
+        return "bytes", None
+    if (cls, field.name) in _PAYLOAD_FIELDS:
+        return "payload", None
+    if cls is Event and field.name == "long_running_tool_ids":
+        return "ids", None
+    if cls is Content and field.name == "parts":
+        return "records", Part
+    candidates = (field.type, *typing.get_args(field.type))
+    for record in _RECORDS:
+        if record in candidates:
+            return "record", record
+    return "plain", None
+
+
+def _fields(cls: type) -> tuple[_Field, ...]:
+    found = _FIELDS.get(cls)
+    if found is None:
+        attrs.resolve_types(cls)
+        found = tuple(
+            _Field(f.name, _camel(f.name), *_field_kind(cls, f), _base_type(f))
+            for f in attrs.fields(cls)
+        )
+        _FIELDS[cls] = found
+    return found
+
+
+_FIELDS: dict[type, tuple[_Field, ...]] = {}
+
+
+def _base_type(field: attrs.Attribute[Any]) -> str:
+    args = [a for a in typing.get_args(field.type) if a is not type(None)] or [field.type]
+    return getattr(args[0], "__name__", "")
+
+
+# -- out -------------------------------------------------------------------------------------------
+
+
+def unstructure(record: Any) -> dict[str, Any]:
+    """The JSON object of a record (camelCase keys, ``None`` omitted)."""
+    out: dict[str, Any] = {}
+    for field in _fields(type(record)):
+        value = getattr(record, field.name)
+        if value is None:
+            continue
+        out[field.camel] = _dump_value(field, value)
+    return out
+
+
+def _dump_value(field: _Field, value: Any) -> Any:
+    kind = field.kind
+    if kind == "record":
+        return unstructure(value)
+    if kind == "records":
+        return [unstructure(v) for v in value]
+    if kind == "bytes":
+        return base64.b64encode(value).decode("ascii")
+    if kind == "ids":
+        return sorted(value)
+    if kind == "payload":
+        return dict(value)
+    return value
+
+
+def dump_event(event: Event) -> dict[str, Any]:
+    """The ADK-compatible JSON object of ``event``."""
+    return unstructure(event)
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"cannot encode as JSON: {exc}") from exc
+
+
+# -- in --------------------------------------------------------------------------------------------
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text (:class:`SerializationError` when it is not JSON)."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise SerializationError(f"invalid JSON: {exc}") from exc
+
+
+def structure(data: Any, cls: type[T], path: str = "") -> T:
+    """Build a record of type ``cls`` from a JSON object (camelCase or snake_case keys)."""
+    if not isinstance(data, Mapping):
+        raise SerializationError(
+            f"{path or cls.__name__}: expected an object, got {type(data).__name__}", path=path
+        )
+    kwargs: dict[str, Any] = {}
+    for field in _fields(cls):
+        raw = data.get(field.camel, data.get(field.name))
+        if raw is None:
+            continue
+        where = f"{path}.{field.camel}" if path else field.camel
+        kwargs[field.name] = _load_value(field, raw, where)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"{path or cls.__name__}: {exc}", path=path) from exc
+
+
+def _load_value(field: _Field, raw: Any, where: str) -> Any:
+    kind = field.kind
+    if kind == "record":
+        assert field.record is not None
+        return structure(raw, field.record, where)
+    if kind == "records":
+        if not isinstance(raw, list):
+            raise SerializationError(f"{where}: expected a list", path=where)
+        assert field.record is not None
+        return [structure(item, field.record, f"{where}[{i}]") for i, item in enumerate(raw)]
+    if kind == "bytes":
+        return _b64(raw, where)
+    if kind == "ids":
+        if not isinstance(raw, (list, tuple)) or not all(isinstance(i, str) for i in raw):
+            raise SerializationError(f"{where}: expected a list of strings", path=where)
+        return frozenset(raw)
+    if kind == "payload":
+        if not isinstance(raw, Mapping):
+            raise SerializationError(f"{where}: expected an object", path=where)
+        return dict(raw)
+    return _plain(raw, field, where)
+
+
+_PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
+def _plain(raw: Any, field: _Field, where: str) -> Any:
+    hint = field.plain
+    check = _PLAIN_CHECKS.get(hint)
+    if check is not None and not check(raw):
+        raise SerializationError(
+            f"{where}: expected {hint}, got {type(raw).__name__} {raw!r}", path=where
+        )
+    return float(raw) if hint == "float" else raw
+
+
+def _b64(raw: Any, where: str) -> bytes:
+    if not isinstance(raw, str):
+        raise SerializationError(f"{where}: expected base64 text", path=where)
+    try:
+        text = raw.replace("-", "+").replace("_", "/")
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SerializationError(f"{where}: invalid base64: {exc}", path=where) from exc
+
+
+def load_event(data: Mapping[str, Any]) -> Event:
+    """Parse an ADK event JSON object."""
+    return structure(data, Event)
+
+
+# -- validation ------------------------------------------------------------------------------------
+
+
+def check_json_value(value: object, path: str) -> None:
+    """Raise :class:`SerializationError` naming ``path`` unless ``value`` is plain JSON.
+
+    Allowed: None, bool, int, finite float, str, and lists/tuples and str-keyed dicts of those.
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SerializationError(f"{path} is {value!r}, which JSON cannot carry", path=path)
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_json_value(item, f"{path}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SerializationError(
+                    f"{path} has a non-string key {key!r}", path=f"{path}[{key!r}]"
+                )
+            check_json_value(item, f"{path}[{key!r}]")
+        return
+    raise SerializationError(
+        f"{path} is a {type(value).__name__} ({value!r:.60}), which cannot be stored as JSON",
+        path=path,
+    )

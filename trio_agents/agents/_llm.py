@@ -1,0 +1,164 @@
+"""LlmAgent: an agent whose turns are driven by a language model and its tools."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+from .._callbacks import CallbackSpec, callback_chain
+from .._context import InvocationContext, ReadonlyContext
+from .._errors import ConfigurationError
+from ..models._base import Model, resolve_model
+from ..tools._base import BaseTool
+from ..tools._function import FunctionTool
+from ._base import BaseAgent
+
+__all__ = ["Agent", "InstructionProvider", "LlmAgent"]
+
+InstructionProvider = Callable[[ReadonlyContext], "str | Awaitable[str]"]
+ToolSpec = BaseTool | Callable[..., Any]
+_FORBIDDEN_CONFIG = ("tools", "system_instruction", "response_schema")
+
+_MODEL_CALLBACKS = {
+    "before_model_callback": ("callback_context", "llm_request"),
+    "after_model_callback": ("callback_context", "llm_response"),
+    "on_model_error_callback": ("callback_context", "llm_request", "error"),
+    "before_tool_callback": ("tool", "args", "tool_context"),
+    "after_tool_callback": ("tool", "args", "tool_context", "tool_response"),
+    "on_tool_error_callback": ("tool", "args", "tool_context", "error"),
+}
+
+
+class LlmAgent(BaseAgent):
+    """An agent that calls a model in a loop of steps, running the tools the model asks for.
+
+    Fields follow ADK: ``model`` (a :class:`~trio_agents.models.Model` or a registered name;
+    empty inherits from the nearest LLM ancestor, R-LLM-9), ``instruction`` (a template, R-TPL, or
+    a provider callable that bypasses substitution), ``tools`` (functions or tools),
+    ``output_key``, ``output_schema`` / ``input_schema`` (attrs classes, dataclasses or JSON
+    schema dicts), ``include_contents`` (``"default"`` or ``"none"``), the transfer flags,
+    ``generate_content_config`` and the model/tool callbacks (callable or list, sync or async).
+    """
+
+    default_model: ClassVar[Model | str | None] = None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Model | str = "",
+        instruction: str | InstructionProvider = "",
+        description: str = "",
+        tools: Sequence[ToolSpec] = (),
+        output_key: str | None = None,
+        output_schema: type | Mapping[str, Any] | None = None,
+        input_schema: type | Mapping[str, Any] | None = None,
+        include_contents: Literal["default", "none"] = "default",
+        disallow_transfer_to_parent: bool = False,
+        disallow_transfer_to_peers: bool = False,
+        generate_content_config: Mapping[str, Any] | None = None,
+        before_model_callback: CallbackSpec = None,
+        after_model_callback: CallbackSpec = None,
+        on_model_error_callback: CallbackSpec = None,
+        before_tool_callback: CallbackSpec = None,
+        after_tool_callback: CallbackSpec = None,
+        on_tool_error_callback: CallbackSpec = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name=name, description=description, **kwargs)
+        if include_contents not in ("default", "none"):
+            raise ConfigurationError(
+                f"agent {name!r}: include_contents must be 'default' or 'none', "
+                f"got {include_contents!r}"
+            )
+        self.model = model
+        self.instruction = instruction
+        self.tools: list[BaseTool] = [_as_tool(t, name) for t in tools]
+        self.output_key = output_key
+        self.output_schema = output_schema
+        self.input_schema = input_schema
+        self.include_contents = include_contents
+        self.disallow_transfer_to_parent = disallow_transfer_to_parent
+        self.disallow_transfer_to_peers = disallow_transfer_to_peers
+        self.generate_content_config = _checked_config(generate_content_config, name)
+        specs = {
+            "before_model_callback": before_model_callback,
+            "after_model_callback": after_model_callback,
+            "on_model_error_callback": on_model_error_callback,
+            "before_tool_callback": before_tool_callback,
+            "after_tool_callback": after_tool_callback,
+            "on_tool_error_callback": on_tool_error_callback,
+        }
+        self.callbacks = {
+            field: callback_chain(spec, owner=f"agent {name!r}", field=field, params=params)
+            for (field, params), spec in zip(_MODEL_CALLBACKS.items(), specs.values(), strict=True)
+        }
+        self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
+        self._resolved: Model | None = None
+
+    @property
+    def tools_by_name(self) -> dict[str, BaseTool]:
+        """Every tool the model may call, ``transfer_to_agent`` included when offered."""
+        return self._run_tools()[1]
+
+    @property
+    def run_tools(self) -> list[BaseTool]:
+        return self._run_tools()[0]
+
+    def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
+        if self._effective is None:
+            from ._transfer import TransferToAgentTool, transfer_targets
+
+            tools = list(self.tools)
+            targets = transfer_targets(self)
+            if targets:  # AutoFlow (R-LLM-1, R-XFER-2)
+                tools.append(TransferToAgentTool(self, targets))
+            self._effective = (tools, {tool.name: tool for tool in tools})
+        return self._effective
+
+    @property
+    def canonical_model(self) -> Model:
+        """The model this agent calls (R-LLM-9)."""
+        if isinstance(self.model, Model):
+            return self.model
+        if self.model:
+            if self._resolved is None:
+                self._resolved = resolve_model(self.model)
+            return self._resolved
+        ancestor = self.parent_agent
+        while ancestor is not None:
+            if isinstance(ancestor, LlmAgent) and ancestor.model:
+                return ancestor.canonical_model
+            ancestor = ancestor.parent_agent
+        default = type(self).default_model
+        if isinstance(default, Model):
+            return default
+        if default:
+            return resolve_model(default)
+        raise ConfigurationError(f"agent {self.name!r} has no model and no ancestor gives one")
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        from ._llm_flow import run_llm_agent
+
+        await run_llm_agent(self, ctx)
+
+
+Agent = LlmAgent
+
+
+def _as_tool(spec: ToolSpec, agent: str) -> BaseTool:
+    if isinstance(spec, BaseTool):
+        return spec
+    if callable(spec):
+        return FunctionTool(spec)
+    raise ConfigurationError(f"agent {agent!r}: {spec!r} is neither a tool nor a function")
+
+
+def _checked_config(config: Mapping[str, Any] | None, agent: str) -> dict[str, Any]:
+    config = dict(config or {})
+    for key in _FORBIDDEN_CONFIG:
+        if key in config:
+            raise ConfigurationError(
+                f"agent {agent!r}: set {key} through the agent, not generate_content_config"
+            )
+    return config

@@ -1,0 +1,136 @@
+"""The conversation an LLM agent sends to its model (R-LLM-7, R-LLM-8, R-BR).
+
+The history is built incrementally: each (agent, branch) keeps the contents made from the events
+seen so far, and a step converts only the events committed since the last step, so the cost of a
+step does not grow with the length of the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .._content import Content, Part
+from .._events import Event
+
+if TYPE_CHECKING:
+    from .._context import InvocationContext
+
+__all__ = ["branch_visible", "history_for"]
+
+CONTEXT_PREAMBLE = "For context:"
+
+
+def branch_visible(event_branch: str | None, agent_branch: str | None) -> bool:
+    """R-BR-1/2: no branch, the same branch, or a segment-wise ancestor of the agent's branch."""
+    if agent_branch is None or event_branch is None or event_branch == agent_branch:
+        return True
+    return agent_branch.startswith(event_branch + ".")
+
+
+@attrs.define
+class History:
+    """Contents built so far for one agent on one branch."""
+
+    agent: str
+    branch: str | None
+    seen: int = 0
+    contents: list[Content] = attrs.field(factory=list)
+    turn_start: int = 0
+    call_index: dict[str, int] = attrs.field(factory=dict)
+    """Where each function call of this history sits in ``contents``."""
+
+    def update(self, events: Sequence[Event]) -> None:
+        """Convert the events committed since the last update."""
+        for index in range(self.seen, len(events)):
+            self._add(events[index])
+        self.seen = len(events)
+
+    def _add(self, event: Event) -> None:
+        content = event.content
+        if content is None or not content.parts or event.partial:
+            return
+        if not branch_visible(event.branch, self.branch):
+            return
+        if event.author in (self.agent, "user"):
+            own = self._own_content(event, content)
+            if own is not None:
+                if event.author == "user" and not event.get_function_responses():
+                    self.turn_start = len(self.contents)
+                self.contents.append(own)
+            return
+        self.turn_start = len(self.contents)
+        self.contents.append(_as_context(event, content))
+
+    def _own_content(self, event: Event, content: Content) -> Content | None:
+        parts: list[Part] = []
+        for part in content.parts:
+            if part.function_call is not None and part.function_call.id:
+                self.call_index[part.function_call.id] = len(self.contents)
+            response = part.function_response
+            if response is not None and response.id and response.id not in self.call_index:
+                continue  # an orphan response: its call is not in this history
+            parts.append(part)
+        if not parts:
+            return None
+        return content if len(parts) == len(content.parts) else attrs.evolve(content, parts=parts)
+
+    def request_contents(self, include: str) -> list[Content]:
+        """The contents for the next model call.
+
+        When the newest content answers a call made earlier (a long-running tool completed by
+        the client), the model sees that call directly followed by this latest answer
+        (R-LRO-3, R-LLM-8.3).
+        """
+        contents = self.contents
+        late = self._late_answer()
+        if late is not None:
+            return [*contents[: late + 1], contents[-1]]
+        if include == "none":
+            return contents[self.turn_start :]
+        return list(contents)
+
+    def _late_answer(self) -> int | None:
+        if len(self.contents) < 3:
+            return None
+        last = self.contents[-1]
+        for part in last.parts:
+            response = part.function_response
+            if response is not None and response.id:
+                index = self.call_index.get(response.id)
+                if index is not None and index < len(self.contents) - 2:
+                    return index
+        return None
+
+
+def _as_context(event: Event, content: Content) -> Content:
+    """Another agent's event, retold to this agent as user-role context (R-LLM-8.2)."""
+    lines = [CONTEXT_PREAMBLE]
+    for part in content.parts:
+        if part.thought:
+            continue
+        if part.text is not None:
+            lines.append(f"[{event.author}] said: {part.text}")
+        elif part.function_call is not None:
+            call = part.function_call
+            args = json.dumps(dict(call.args), sort_keys=True)
+            lines.append(f"[{event.author}] called tool `{call.name}` with parameters: {args}")
+        elif part.function_response is not None:
+            answer = part.function_response
+            result = json.dumps(dict(answer.response), sort_keys=True)
+            lines.append(f"[{event.author}] `{answer.name}` tool returned result: {result}")
+    return Content(role="user", parts=[Part(text=line) for line in lines])
+
+
+def history_for(ctx: InvocationContext) -> History:
+    """The (cached) history of the running agent on its branch, brought up to date."""
+    cache = ctx._invocation.histories
+    key = (ctx.agent.name, ctx.branch)
+    history = cache.get(key)
+    if history is None:
+        history = cache[key] = History(ctx.agent.name, ctx.branch)
+    history.update(ctx.session.events)
+    return history

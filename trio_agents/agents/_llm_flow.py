@@ -1,0 +1,320 @@
+"""The LLM step loop (R-LLM-2..6): build the request, call the model, run the tools.
+
+A step calls the model once (through the before/after/on-error model callbacks), emits the model
+event (and, when streaming, the partial chunks before it), runs the requested tools concurrently
+and emits one merged function-response event. Steps repeat until a step ends on a final response,
+a partial event, or no event at all.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._callbacks import run_callback_chain
+from .._content import Content
+from .._context import CallbackContext, EventActionsDraft, InvocationContext
+from .._errors import LlmCallLimitError
+from .._events import Event
+from .._ids import new_function_call_id
+from .._runner import StreamingMode
+from ..models._base import LlmRequest, LlmResponse
+from ..tools._base import ToolContext
+from ..tools._schema import json_schema
+from ._instructions import inject_session_state
+from ._llm_contents import history_for
+from ._llm_tools import run_function_calls
+
+if TYPE_CHECKING:
+    from ._llm import LlmAgent
+
+__all__ = ["run_llm_agent"]
+
+NO_CONTENT = "MODEL_RETURNED_NO_CONTENT"
+INVALID_OUTPUT = "INVALID_OUTPUT_SCHEMA"
+
+
+async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
+    """Run steps until one ends on a final response, a partial event or no event (R-LLM-2)."""
+    while not ctx.end_invocation:
+        last = await _step(agent, ctx)
+        if last is None or last.partial or last.is_final_response():
+            return
+
+
+async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+    request = await build_request(agent, ctx)
+    cc = CallbackContext(ctx)
+    response = await _call_model(agent, ctx, cc, request)
+    if response is None:
+        return None
+    event = _model_event(agent, cc, response)
+    if event is None:
+        return None
+    event = await ctx.emit(event)
+    calls = event.get_function_calls()
+    if not calls:
+        return event
+    responses = await run_function_calls(agent, ctx, event)
+    if responses is not None and responses.actions.transfer_to_agent:
+        ctx.transfer_to = agent.root_agent.find_agent(responses.actions.transfer_to_agent)
+        return None  # hand-off: this agent's turn is over (R-XFER-3, ARCHITECTURE §4)
+    return responses or event
+
+
+# -- request assembly (R-LLM-3) --------------------------------------------------------------------
+
+
+async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
+    model = agent.canonical_model
+    request = LlmRequest(
+        model=model.model or None,
+        generation_config=dict(agent.generate_content_config),
+        labels={"adk_agent_name": agent.name},
+    )
+    request.append_instructions(await _instruction(agent, ctx), _identity(agent))
+    request.contents = history_for(ctx).request_contents(agent.include_contents)
+    tool_context = ToolContext(ctx)
+    for tool in agent.run_tools:
+        tool.process_llm_request(tool_context=tool_context, llm_request=request)
+    if agent.output_schema is not None and not agent.tools:
+        request.response_schema = output_json_schema(agent)
+    return request
+
+
+async def _instruction(agent: LlmAgent, ctx: InvocationContext) -> str:
+    instruction = agent.instruction
+    if not instruction:
+        return ""
+    readonly = CallbackContext(ctx)
+    if callable(instruction):  # a provider bypasses substitution (R-TPL)
+        text = instruction(readonly)
+        return await text if inspect.isawaitable(text) else text
+    return await inject_session_state(instruction, readonly)
+
+
+def _identity(agent: LlmAgent) -> str:
+    text = f'You are an agent. Your internal name is "{agent.name}".'
+    if agent.description:
+        text += f' The description about you is "{agent.description}".'
+    return text
+
+
+def output_json_schema(agent: LlmAgent) -> dict[str, Any]:
+    schema = agent.output_schema
+    if isinstance(schema, type):
+        return json_schema(schema, where=f"agent {agent.name!r} output_schema")
+    return dict(schema or {})
+
+
+# -- the model call (R-LLM-4, R-LLM-5, R-PART) -----------------------------------------------------
+
+
+async def _call_model(
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, request: LlmRequest
+) -> LlmResponse | None:
+    plugins = ctx.plugin_manager
+    override = await plugins.before_model(cc, request) if plugins else None
+    if override is None:
+        override = await run_callback_chain(
+            agent.callbacks["before_model_callback"], callback_context=cc, llm_request=request
+        )
+    if override is not None:
+        return _checked_response(override, agent)  # used as is: no after-model (R-LLM-4)
+    _count_call(ctx)
+    try:
+        return await _generate(agent, ctx, cc, request)
+    except Exception as exc:
+        recovered = await plugins.on_model_error(cc, request, exc) if plugins else None
+        if recovered is None:
+            recovered = await run_callback_chain(
+                agent.callbacks["on_model_error_callback"],
+                callback_context=cc,
+                llm_request=request,
+                error=exc,
+            )
+        if recovered is None:
+            raise
+        return await _after_model(agent, ctx, cc, _checked_response(recovered, agent))
+
+
+def _count_call(ctx: InvocationContext) -> None:
+    invocation = ctx._invocation
+    limit = invocation.run_config.max_llm_calls
+    if limit > 0 and invocation.llm_calls >= limit:
+        raise LlmCallLimitError(
+            f"max_llm_calls={limit} reached: agent {ctx.agent.name!r} would make call "
+            f"{invocation.llm_calls + 1} in invocation {invocation.invocation_id}"
+        )
+    invocation.llm_calls += 1
+
+
+async def _generate(
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, request: LlmRequest
+) -> LlmResponse | None:
+    model = agent.canonical_model
+    if ctx.run_config.streaming_mode is not StreamingMode.SSE:
+        return await _after_model(agent, ctx, cc, await model.generate(request))
+    final: LlmResponse | None = None
+    async with model.stream(request) as chunks:
+        async for chunk in chunks:
+            chunk = await _after_model(agent, ctx, cc, chunk)
+            if chunk.partial:
+                await ctx.emit(_partial_event(agent, chunk))
+                final = None
+            else:
+                final = chunk
+    return final
+
+
+async def _after_model(
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, response: LlmResponse
+) -> LlmResponse:
+    plugins = ctx.plugin_manager
+    replacement = await plugins.after_model(cc, response) if plugins else None
+    if replacement is None:
+        replacement = await run_callback_chain(
+            agent.callbacks["after_model_callback"], callback_context=cc, llm_response=response
+        )
+    if replacement is None:
+        return response
+    replacement = _checked_response(replacement, agent)
+    inherited = {  # R-PART-3: unset stream markers come from the original
+        name: getattr(response, name)
+        for name in ("partial", "turn_complete", "usage_metadata")
+        if getattr(replacement, name) is None
+    }
+    return attrs.evolve(replacement, **inherited) if inherited else replacement
+
+
+def _checked_response(value: object, agent: LlmAgent) -> LlmResponse:
+    if isinstance(value, LlmResponse):
+        return value
+    from .._errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"agent {agent.name!r}: a model callback must return an LlmResponse or None, "
+        f"got {type(value).__name__}"
+    )
+
+
+# -- events from responses (R-LLM-6, R-OUT) --------------------------------------------------------
+
+
+def _partial_event(agent: LlmAgent, chunk: LlmResponse) -> Event:
+    return Event(
+        author=agent.name,
+        content=chunk.content,
+        partial=True,
+        turn_complete=chunk.turn_complete,
+        usage_metadata=chunk.usage_metadata,
+        custom_metadata=chunk.custom_metadata,
+    )
+
+
+def _model_event(agent: LlmAgent, cc: CallbackContext, response: LlmResponse) -> Event | None:
+    response = _post_process(response)
+    if response.content is None and not response.error_code and not response.interrupted:
+        return None  # nothing to say: the loop ends (R-LLM-6)
+    content = _with_call_ids(response.content)
+    long_running = _long_running_ids(agent, content)
+    event = Event(
+        author=agent.name,
+        content=content,
+        partial=response.partial,
+        turn_complete=response.turn_complete,
+        finish_reason=response.finish_reason,
+        error_code=response.error_code,
+        error_message=response.error_message,
+        interrupted=response.interrupted,
+        custom_metadata=response.custom_metadata,
+        usage_metadata=response.usage_metadata,
+        long_running_tool_ids=long_running or None,
+    )
+    event = _apply_output(agent, cc.actions, event)
+    if not cc.actions.is_empty():
+        event = attrs.evolve(event, actions=cc.actions.merged_into(event.actions))
+    return event
+
+
+def _post_process(response: LlmResponse) -> LlmResponse:
+    """R-LLM-6: a STOP with no meaningful content is an error, so the event is final."""
+    if response.partial or response.finish_reason != "STOP" or response.error_code:
+        return response
+    parts = response.content.parts if response.content else ()
+    meaningful = any(
+        p.function_call
+        or p.function_response
+        or p.inline_data
+        or p.file_data
+        or (p.text is not None and p.text.strip() and not p.thought)
+        for p in parts
+    )
+    if meaningful:
+        return response
+    return attrs.evolve(
+        response, error_code=NO_CONTENT, error_message="The model returned no content."
+    )
+
+
+def _with_call_ids(content: Content | None) -> Content | None:
+    if content is None or not any(
+        p.function_call is not None and not p.function_call.id for p in content.parts
+    ):
+        return content
+    parts = [
+        attrs.evolve(p, function_call=attrs.evolve(p.function_call, id=new_function_call_id()))
+        if p.function_call is not None and not p.function_call.id
+        else p
+        for p in content.parts
+    ]
+    return attrs.evolve(content, parts=parts)
+
+
+def _long_running_ids(agent: LlmAgent, content: Content | None) -> set[str]:
+    if content is None:
+        return set()
+    tools = agent.tools_by_name
+    return {
+        p.function_call.id
+        for p in content.parts
+        if p.function_call is not None
+        and p.function_call.id
+        and (tool := tools.get(p.function_call.name)) is not None
+        and tool.is_long_running
+    }
+
+
+def _apply_output(agent: LlmAgent, actions: EventActionsDraft, event: Event) -> Event:
+    """``output_key`` / ``output_schema`` for this agent's final text answer (R-OUT common core)."""
+    if (agent.output_key is None and agent.output_schema is None) or not event.is_final_response():
+        return event
+    text = event.text
+    if text is None or event.error_code:
+        return event
+    value: Any = text
+    if agent.output_schema is not None:
+        if not text.strip():
+            return event
+        try:
+            value = parse_output(agent, text)
+        except (ValueError, TypeError) as exc:
+            return attrs.evolve(
+                event,
+                error_code=INVALID_OUTPUT,
+                error_message=f"agent {agent.name!r}: answer does not match output_schema: {exc}",
+            )
+    if agent.output_key is not None:
+        actions.state_delta[agent.output_key] = value
+    return event
+
+
+def parse_output(agent: LlmAgent, text: str) -> Any:
+    """Parse and validate ``text`` against ``agent.output_schema``; return plain JSON data."""
+    from ._output import validate_output
+
+    data = json.loads(text)
+    return validate_output(agent.output_schema, data, where=f"agent {agent.name!r}")

@@ -1,0 +1,186 @@
+"""Running the function calls of one model turn (R-TOOL-1..7, R-EV-7).
+
+Every call runs concurrently in one nursery; the responses merge, in call order, into one
+function-response event authored by the calling agent. If a call fails and nothing recovers it,
+the siblings are cancelled, the responses that were already complete are emitted, and the error
+propagates (the Runner answers the calls left open when the run ends).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._callbacks import run_callback_chain
+from .._content import Content, FunctionCall, Part
+from .._context import EventActionsDraft, InvocationContext
+from .._errors import SerializationError, ToolError
+from .._events import Event, EventActions
+from .._serde import check_json_value
+from .._util import single_failure
+from ..tools._base import BaseTool, ToolContext
+
+if TYPE_CHECKING:
+    from ._llm import LlmAgent
+
+__all__ = ["run_function_calls"]
+
+_Result = tuple[dict[str, Any], EventActionsDraft]
+
+
+async def run_function_calls(agent: LlmAgent, ctx: InvocationContext, event: Event) -> Event | None:
+    """Run the calls of ``event``; emit and return the merged response event (None if empty)."""
+    calls = event.get_function_calls()
+    results: list[_Result | None] = [None] * len(calls)
+    failure: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            for index, call in enumerate(calls):
+                nursery.start_soon(_run_call, agent, ctx, call, results, index)
+    except BaseExceptionGroup as group:
+        failure = single_failure(group) or group
+    response = _merged_event(agent, calls, results)
+    committed = await ctx.emit(response) if response is not None else None
+    if failure is not None:
+        raise failure
+    return committed
+
+
+async def _run_call(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    call: FunctionCall,
+    results: list[_Result | None],
+    index: int,
+) -> None:
+    tool = agent.tools_by_name.get(call.name)
+    tool_context = ToolContext(ctx, function_call_id=call.id)
+    if tool is None:
+        results[index] = (_unknown_tool(agent, call.name), tool_context.actions)
+        return
+    args = copy.deepcopy(dict(call.args))  # R-TOOL-1: callbacks and tool share this copy
+    result = await _invoke(agent, ctx, tool, args, tool_context)
+    if tool.is_long_running and not result:
+        return  # R-TOOL-2.5: no response part yet
+    results[index] = (_normalized(result, tool, call), tool_context.actions)
+
+
+async def _invoke(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+) -> Any:
+    plugins = ctx.plugin_manager
+    chains = agent.callbacks
+    result = await plugins.before_tool(tool, args, tool_context) if plugins else None
+    if result is None:
+        result = await run_callback_chain(
+            chains["before_tool_callback"], tool=tool, args=args, tool_context=tool_context
+        )
+    if result is None:
+        result = await _run_tool(agent, ctx, tool, args, tool_context)
+    replacement = await plugins.after_tool(tool, args, tool_context, result) if plugins else None
+    if replacement is None:
+        replacement = await run_callback_chain(
+            chains["after_tool_callback"],
+            tool=tool,
+            args=args,
+            tool_context=tool_context,
+            tool_response=result,
+        )
+    return result if replacement is None else replacement
+
+
+async def _run_tool(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+) -> Any:
+    try:
+        return await tool.run_async(args=args, tool_context=tool_context)
+    except Exception as exc:
+        plugins = ctx.plugin_manager
+        recovered = await plugins.on_tool_error(tool, args, tool_context, exc) if plugins else None
+        if recovered is None:
+            recovered = await run_callback_chain(
+                agent.callbacks["on_tool_error_callback"],
+                tool=tool,
+                args=args,
+                tool_context=tool_context,
+                error=exc,
+            )
+        if recovered is None:
+            raise
+        return recovered
+
+
+def _unknown_tool(agent: LlmAgent, name: str) -> dict[str, Any]:
+    available = ", ".join(agent.tools_by_name)
+    return {
+        "error": (
+            f"Invoking `{name}()` failed as no tool with that name is available. The tools you "
+            f"can call are: {available}. You could retry, but it is IMPORTANT that you only call "
+            "a tool from that list."
+        )
+    }
+
+
+def _normalized(result: Any, tool: BaseTool, call: FunctionCall) -> dict[str, Any]:
+    """R-TOOL-5: a dict as is, anything else as ``{"result": value}``; it must be JSON."""
+    response = result if isinstance(result, dict) else {"result": result}
+    try:
+        check_json_value(response, f"tool {tool.name!r} result")
+    except SerializationError as exc:
+        raise ToolError(
+            f"tool {tool.name!r} (call {call.id}) returned a value that is not JSON: {exc}",
+            tool_name=tool.name,
+            call_id=call.id,
+        ) from exc
+    return response
+
+
+def _merged_event(
+    agent: LlmAgent, calls: list[FunctionCall], results: list[_Result | None]
+) -> Event | None:
+    parts: list[Part] = []
+    merged = EventActionsDraft()
+    for call, result in zip(calls, results, strict=True):
+        if result is None:
+            continue
+        response, actions = result
+        parts.append(Part.from_function_response(call.name, response, id=call.id))
+        _merge_actions(merged, actions)
+    if not parts:
+        return None
+    return Event(
+        author=agent.name,
+        content=Content(role="user", parts=parts),
+        actions=merged.freeze() if not merged.is_empty() else EventActions(),
+    )
+
+
+def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:
+    """R-EV-7: deep-merge in call order; a later non-None scalar wins."""
+    _deep_merge(into.state_delta, actions.state_delta)
+    into.artifact_delta.update(actions.artifact_delta)
+    _deep_merge(into.requested_auth_configs, actions.requested_auth_configs)
+    for name in ("transfer_to_agent", "escalate", "skip_summarization"):
+        value = getattr(actions, name)
+        if value is not None:
+            setattr(into, name, value)
+
+
+def _deep_merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merged = dict(into[key])
+            _deep_merge(merged, value)
+            into[key] = merged
+        else:
+            into[key] = value

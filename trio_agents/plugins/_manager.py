@@ -1,0 +1,160 @@
+"""Ordered plugin dispatch: registration order, first non-None wins, errors named."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._content import Content
+from .._errors import ConfigurationError, PluginError
+from .._events import Event
+from ._base import BasePlugin
+
+if TYPE_CHECKING:
+    from .._context import CallbackContext, InvocationContext
+    from ..agents._base import BaseAgent
+
+__all__ = ["PluginManager"]
+
+T = TypeVar("T")
+
+
+class PluginManager:
+    """Runs plugin hooks in registration order.
+
+    For intervening hooks the first non-None result wins and later plugins are skipped. An
+    exception inside a hook becomes :class:`~trio_agents.PluginError` naming the plugin and the
+    hook, chained to the cause. Notification hooks (errors, after-run) never mask the original
+    error: their own failures are raised only when nothing else is propagating.
+    """
+
+    def __init__(self, plugins: Sequence[BasePlugin] = ()) -> None:
+        names: set[str] = set()
+        for plugin in plugins:
+            if not isinstance(plugin, BasePlugin):
+                raise ConfigurationError(f"{plugin!r} is not a BasePlugin")
+            if plugin.name in names:
+                raise ConfigurationError(f"duplicate plugin name {plugin.name!r}")
+            names.add(plugin.name)
+        self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
+
+    def __bool__(self) -> bool:
+        return bool(self.plugins)
+
+    async def first(self, hook: str, call: Callable[[BasePlugin], Awaitable[T | None]]) -> T | None:
+        """Call ``call(plugin)`` for each plugin until one returns non-None."""
+        for plugin in self.plugins:
+            try:
+                result = await call(plugin)
+            except Exception as exc:
+                raise PluginError(plugin=plugin.name, hook=hook) from exc
+            if result is not None:
+                return result
+        return None
+
+    async def notify(self, hook: str, call: Callable[[BasePlugin], Awaitable[object]]) -> None:
+        """Call ``call(plugin)`` for every plugin; raise the first failure after all ran."""
+        failure: PluginError | None = None
+        for plugin in self.plugins:
+            try:
+                await call(plugin)
+            except Exception as exc:
+                if failure is None:
+                    failure = PluginError(plugin=plugin.name, hook=hook)
+                    failure.__cause__ = exc
+        if failure is not None:
+            raise failure
+
+    # -- typed entry points used by the runtime ----------------------------------------------------
+
+    async def on_user_message(self, ctx: InvocationContext, message: Content) -> Content | None:
+        return await self.first(
+            "on_user_message_callback",
+            lambda p: p.on_user_message_callback(invocation_context=ctx, user_message=message),
+        )
+
+    async def before_run(self, ctx: InvocationContext) -> Content | None:
+        return await self.first(
+            "before_run_callback", lambda p: p.before_run_callback(invocation_context=ctx)
+        )
+
+    async def on_event(self, ctx: InvocationContext, event: Event) -> Event | None:
+        return await self.first(
+            "on_event_callback", lambda p: p.on_event_callback(invocation_context=ctx, event=event)
+        )
+
+    async def after_run(self, ctx: InvocationContext) -> None:
+        await self.notify(
+            "after_run_callback", lambda p: p.after_run_callback(invocation_context=ctx)
+        )
+
+    async def on_run_error(self, ctx: InvocationContext, error: Exception) -> None:
+        await self.notify(
+            "on_run_error_callback",
+            lambda p: p.on_run_error_callback(invocation_context=ctx, error=error),
+        )
+
+    async def before_agent(self, agent: BaseAgent, cc: CallbackContext) -> Content | None:
+        return await self.first(
+            "before_agent_callback",
+            lambda p: p.before_agent_callback(agent=agent, callback_context=cc),
+        )
+
+    async def after_agent(self, agent: BaseAgent, cc: CallbackContext) -> Content | None:
+        return await self.first(
+            "after_agent_callback",
+            lambda p: p.after_agent_callback(agent=agent, callback_context=cc),
+        )
+
+    async def on_agent_error(self, agent: BaseAgent, cc: CallbackContext, error: Exception) -> None:
+        await self.notify(
+            "on_agent_error_callback",
+            lambda p: p.on_agent_error_callback(agent=agent, callback_context=cc, error=error),
+        )
+
+    async def before_model(self, cc: CallbackContext, request: Any) -> Any:
+        return await self.first(
+            "before_model_callback",
+            lambda p: p.before_model_callback(callback_context=cc, llm_request=request),
+        )
+
+    async def after_model(self, cc: CallbackContext, response: Any) -> Any:
+        return await self.first(
+            "after_model_callback",
+            lambda p: p.after_model_callback(callback_context=cc, llm_response=response),
+        )
+
+    async def on_model_error(self, cc: CallbackContext, request: Any, error: Exception) -> Any:
+        return await self.first(
+            "on_model_error_callback",
+            lambda p: p.on_model_error_callback(
+                callback_context=cc, llm_request=request, error=error
+            ),
+        )
+
+    async def before_tool(self, tool: Any, args: dict[str, Any], tc: Any) -> Any:
+        return await self.first(
+            "before_tool_callback",
+            lambda p: p.before_tool_callback(tool=tool, tool_args=args, tool_context=tc),
+        )
+
+    async def after_tool(self, tool: Any, args: dict[str, Any], tc: Any, result: Any) -> Any:
+        return await self.first(
+            "after_tool_callback",
+            lambda p: p.after_tool_callback(
+                tool=tool, tool_args=args, tool_context=tc, result=result
+            ),
+        )
+
+    async def on_tool_error(
+        self, tool: Any, args: dict[str, Any], tc: Any, error: Exception
+    ) -> Any:
+        return await self.first(
+            "on_tool_error_callback",
+            lambda p: p.on_tool_error_callback(
+                tool=tool, tool_args=args, tool_context=tc, error=error
+            ),
+        )
+
+    async def close(self) -> None:
+        await self.notify("close", lambda p: p.close())

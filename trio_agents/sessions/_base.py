@@ -1,0 +1,238 @@
+"""The session model and the :class:`SessionService` interface every backend implements."""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import attrs
+import trio
+
+from .._errors import SessionBusyError
+from .._events import Event
+from .._state import TEMP_PREFIX, check_state_delta, strip_temp
+
+__all__ = ["EventLog", "GetSessionConfig", "Session", "SessionService"]
+
+
+class EventLog(Sequence[Event]):
+    """A read-only view of a session's history, in commit order.
+
+    Views share the store's append-only list instead of copying it, so reading a session and
+    appending to it cost O(1) whatever the length of the history.
+    """
+
+    __slots__ = ("_items", "_start", "_stop")
+
+    def __init__(self, items: list[Event] | None = None, start: int = 0, stop: int | None = None):
+        self._items: list[Event] = [] if items is None else items
+        self._start = start
+        self._stop = len(self._items) if stop is None else stop
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            return self._items[self._start : self._stop][index]
+        size = self._stop - self._start
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("event index out of range")
+        return self._items[self._start + index]
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def __iter__(self) -> Iterator[Event]:
+        items = self._items
+        for i in range(self._start, self._stop):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EventLog({list(self)!r})"
+
+    def appended(self, event: Event) -> EventLog:
+        """A view with ``event`` added at the end (in place when this view is at the tip)."""
+        if self._stop == len(self._items):
+            self._items.append(event)
+            return EventLog(self._items, self._start, self._stop + 1)
+        items = self._items[self._start : self._stop]
+        items.append(event)
+        return EventLog(items)
+
+    def tail(self, count: int) -> EventLog:
+        """A view of the last ``count`` events."""
+        return EventLog(self._items, max(self._start, self._stop - count), self._stop)
+
+    def since(self, timestamp: float) -> EventLog:
+        """The events whose timestamp is at or after ``timestamp`` (R-ST-8), in commit order."""
+        return EventLog([e for e in self if e.timestamp >= timestamp])
+
+
+@attrs.frozen(kw_only=True)
+class GetSessionConfig:
+    """Which events :meth:`SessionService.get_session` returns (R-ST-8)."""
+
+    num_recent_events: int | None = attrs.field(default=None)
+    after_timestamp: float | None = None
+
+    @num_recent_events.validator
+    def _check(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is not None and value < 0:
+            raise ValueError(f"num_recent_events must be >= 0, got {value}")
+
+
+def _event_log(value: Iterable[Event] | EventLog) -> EventLog:
+    return value if isinstance(value, EventLog) else EventLog(list(value))
+
+
+@attrs.define(kw_only=True)
+class Session:
+    """A snapshot of one conversation: merged state, history and the store's revision.
+
+    ``state`` is the merged view (session keys, ``app:`` keys, ``user:`` keys). ``revision`` is
+    the number of events the store had committed when the snapshot was taken; appending through an
+    outdated snapshot raises :class:`~trio_agents.StaleSessionError`.
+    """
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any] = attrs.field(factory=dict)
+    events: EventLog = attrs.field(factory=EventLog, converter=_event_log)
+    revision: int = 0
+    last_update_time: float = 0.0
+
+
+class SessionService(abc.ABC):
+    """Stores sessions, their events and their scoped state.
+
+    Every method is a checkpoint. ``append_event`` is atomic: it either commits the event (history,
+    state, revision) or raises and changes nothing. If cancelled, nothing is appended.
+    """
+
+    def __init__(self) -> None:
+        self._leases: dict[tuple[str, str, str], trio.Semaphore] = {}
+
+    @abc.abstractmethod
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session; ``temp:`` keys of ``state`` are dropped (R-ST-4)."""
+
+    @abc.abstractmethod
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """The session, or None when there is no such session."""
+
+    @abc.abstractmethod
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+        """The sessions of a user (or of every user), without events, with merged state."""
+
+    @abc.abstractmethod
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session; deleting a missing session does nothing."""
+
+    @abc.abstractmethod
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit ``event`` to ``session`` and return the committed event (R-ST-5).
+
+        Partial events are returned untouched and not stored. ``temp:`` keys are applied to
+        ``session.state`` but removed from the committed event's delta. ``session`` is updated
+        in place (state, events, revision, last_update_time).
+
+        Raises:
+            SessionNotFoundError: the session does not exist (any more).
+            StaleSessionError: ``session.revision`` is older than the stored revision.
+            SerializationError: a state key or value cannot be stored as JSON.
+        """
+
+    def append_event_nowait(self, session: Session, event: Event) -> Event:
+        """Commit without waiting, when the backend can (as :meth:`append_event`).
+
+        Raises :class:`trio.WouldBlock` when the backend needs I/O; the caller then awaits
+        :meth:`append_event`. The Runner uses this to commit in-memory events without an extra
+        scheduling round trip.
+        """
+        raise trio.WouldBlock
+
+    # -- helpers for implementations ----------------------------------------------------------
+
+    @staticmethod
+    def _prepare_event(session: Session, event: Event) -> Event:
+        """Validate ``event``'s delta, apply its ``temp:`` keys to ``session``, strip them."""
+        delta = event.actions.state_delta
+        if not delta:
+            return event
+        check_state_delta(delta)
+        stripped = strip_temp(delta)
+        if stripped is None:
+            return event
+        for key, value in delta.items():
+            if key.startswith(TEMP_PREFIX):
+                session.state[key] = value
+        return attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stripped))
+
+    @staticmethod
+    def _apply_to_snapshot(session: Session, event: Event, revision: int) -> None:
+        """Fold a committed event into the caller's snapshot."""
+        session.state.update(event.actions.state_delta)
+        session.events = session.events.appended(event)
+        session.revision = revision
+        session.last_update_time = event.timestamp
+
+    # -- run exclusivity ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, *, app_name: str, user_id: str, session_id: str, wait: bool = False
+    ) -> AsyncIterator[None]:
+        """Hold the right to run an invocation on one session.
+
+        With ``wait=False`` a session that is already leased raises
+        :class:`~trio_agents.SessionBusyError` at once; with ``wait=True`` the caller queues
+        (first come, first served). This implementation is per process; persistent backends
+        extend it across processes.
+        """
+        key = (app_name, user_id, session_id)
+        lock = self._leases.get(key)
+        if lock is None:
+            lock = self._leases[key] = trio.Semaphore(1)
+        if wait:
+            await lock.acquire()
+        else:
+            try:
+                lock.acquire_nowait()
+            except trio.WouldBlock:
+                raise SessionBusyError(session_id) from None
+        try:
+            if not wait:
+                await trio.lowlevel.checkpoint()
+            yield
+        finally:
+            lock.release()
+            if not lock.statistics().tasks_waiting and self._leases.get(key) is lock:
+                del self._leases[key]

@@ -1,0 +1,168 @@
+"""In-memory session storage: O(1) appends, no copies of the history."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from .._errors import SessionExistsError, SessionNotFoundError, StaleSessionError
+from .._events import Event
+from .._ids import new_session_id, now
+from .._state import check_state_delta, merged_state, split_state_delta
+from ._base import EventLog, GetSessionConfig, Session, SessionService
+
+__all__ = ["InMemorySessionService"]
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value that shares no container with ``value`` (R-ST-7 isolation)."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(item) for item in value)
+    return value
+
+
+@attrs.define(eq=False)
+class _Stored:
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any]
+    created: int
+    events: list[Event] = attrs.field(factory=list)
+    revision: int = 0
+    last_update_time: float = 0.0
+
+
+class InMemorySessionService(SessionService):
+    """Sessions kept in process memory.
+
+    Snapshots share the stored history (events are immutable), so ``get_session`` costs
+    O(state) and ``append_event`` O(delta), whatever the history length. Every append checks the
+    snapshot's revision (:class:`~trio_agents.StaleSessionError` on a stale copy).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sessions: dict[tuple[str, str, str], _Stored] = {}
+        self._app_state: dict[str, dict[str, Any]] = {}
+        self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
+        self._counter = itertools.count()
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        await trio.lowlevel.checkpoint()
+        session_id = (session_id or "").strip() or new_session_id()
+        key = (app_name, user_id, session_id)
+        if key in self._sessions:
+            raise SessionExistsError(session_id)
+        app, user, own = map(_copied, split_state_delta(self._checked(state or {})))
+        self._app_state.setdefault(app_name, {}).update(app)
+        self._user_state.setdefault((app_name, user_id), {}).update(user)
+        stored = _Stored(session_id, app_name, user_id, own, next(self._counter))
+        stored.last_update_time = now()
+        self._sessions[key] = stored
+        return self._snapshot(stored, None)
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        await trio.lowlevel.checkpoint()
+        stored = self._sessions.get((app_name, user_id, session_id))
+        return None if stored is None else self._snapshot(stored, config)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+        await trio.lowlevel.checkpoint()
+        found = [
+            s
+            for s in self._sessions.values()
+            if s.app_name == app_name and (user_id is None or s.user_id == user_id)
+        ]
+        found.sort(key=lambda s: s.created)
+        return [attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found]
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+        self._sessions.pop((app_name, user_id, session_id), None)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        await trio.lowlevel.checkpoint()
+        return self.append_event_nowait(session, event)
+
+    def append_event_nowait(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        stored = self._sessions.get((session.app_name, session.user_id, session.id))
+        if stored is None:
+            raise SessionNotFoundError(session.id)
+        if session.revision != stored.revision:
+            raise StaleSessionError(session.id, expected=session.revision, actual=stored.revision)
+        event = self._prepare_event(session, event)
+        delta = event.actions.state_delta
+        if delta:
+            app, user, own = map(_copied, split_state_delta(delta))
+            if app:
+                self._app_state.setdefault(stored.app_name, {}).update(app)
+            if user:
+                self._user_state.setdefault((stored.app_name, stored.user_id), {}).update(user)
+            stored.state.update(own)
+        stored.events.append(event)
+        stored.revision += 1
+        stored.last_update_time = event.timestamp
+        if session.events._items is stored.events:
+            session.events = EventLog(stored.events, session.events._start, len(stored.events))
+            session.state.update(delta)
+            session.revision = stored.revision
+            session.last_update_time = event.timestamp
+        else:
+            self._apply_to_snapshot(session, event, stored.revision)
+        return event
+
+    # -- internals ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _checked(state: Mapping[str, Any]) -> Mapping[str, Any]:
+        check_state_delta(state, "state")
+        return state
+
+    def _snapshot(self, stored: _Stored, config: GetSessionConfig | None) -> Session:
+        events = EventLog(stored.events)
+        if config is not None:
+            if config.after_timestamp is not None:
+                events = events.since(config.after_timestamp)
+            if config.num_recent_events is not None:
+                events = events.tail(config.num_recent_events)
+        state = _copied(
+            merged_state(
+                stored.state,
+                self._app_state.get(stored.app_name, {}),
+                self._user_state.get((stored.app_name, stored.user_id), {}),
+            )
+        )
+        return Session(
+            id=stored.id,
+            app_name=stored.app_name,
+            user_id=stored.user_id,
+            state=state,
+            events=events,
+            revision=stored.revision,
+            last_update_time=stored.last_update_time,
+        )

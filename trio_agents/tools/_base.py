@@ -1,0 +1,63 @@
+"""The tool interface and the context a tool call runs with."""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+from .._context import CallbackContext, EventActionsDraft, InvocationContext
+
+if TYPE_CHECKING:
+    from ..models._base import FunctionDeclaration, LlmRequest
+
+__all__ = ["BaseTool", "ToolContext"]
+
+
+class ToolContext(CallbackContext):
+    """The context of one tool call: write-through state, its own actions, the call id.
+
+    Every call of a model turn gets its own ``ToolContext``; their actions merge, in call order,
+    into the function-response event.
+    """
+
+    __slots__ = ("function_call_id",)
+
+    def __init__(
+        self,
+        ctx: InvocationContext,
+        *,
+        function_call_id: str | None = None,
+        actions: EventActionsDraft | None = None,
+    ) -> None:
+        super().__init__(ctx, actions)
+        self.function_call_id = function_call_id
+
+
+class BaseTool(abc.ABC):
+    """A tool an LLM agent can call.
+
+    Subclasses give a :meth:`declaration` and implement :meth:`run_async`. ``is_long_running``
+    marks tools whose answer may come later (R-LRO).
+    """
+
+    def __init__(self, *, name: str, description: str = "", is_long_running: bool = False) -> None:
+        self.name = name
+        self.description = description
+        self.is_long_running = is_long_running
+
+    def declaration(self) -> FunctionDeclaration | None:
+        """How the model sees this tool, or None for tools that only edit the request."""
+        return None
+
+    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> None:
+        """Add this tool to ``llm_request`` (its declaration, by default)."""
+        declaration = self.declaration()
+        if declaration is not None:
+            llm_request.tools.append(declaration)
+
+    @abc.abstractmethod
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Run the tool with the model's arguments; return a JSON-ready result."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,145 @@
+"""FunctionTool: a Python function offered to the model, declared from its signature."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cattrs
+import trio
+
+from .._context import CallbackContext
+from .._errors import ConfigurationError
+from ..models._base import FunctionDeclaration
+from ._base import BaseTool, ToolContext
+from ._schema import json_schema
+
+__all__ = ["FunctionTool", "LongRunningFunctionTool"]
+
+_converter = cattrs.Converter()
+
+
+def _is_context(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, CallbackContext)
+
+
+def _needs_structuring(hint: Any) -> bool:
+    return isinstance(hint, type) and (
+        attrs.has(hint) or dataclasses.is_dataclass(hint) or issubclass(hint, enum.Enum)
+    )
+
+
+class FunctionTool(BaseTool):
+    """Wraps a sync or async function as a tool.
+
+    The declaration comes from the signature, the type hints and the docstring: scalars, lists,
+    dicts, optional and defaulted parameters, enums, ``Literal``, attrs classes and dataclasses.
+    A parameter annotated with :class:`ToolContext` (or named ``tool_context``) receives the
+    call's context and is not declared. Sync functions run in a worker thread
+    (``trio.to_thread.run_sync``, under Trio's default thread limiter) so they never block the
+    event loop.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        is_long_running: bool = False,
+    ) -> None:
+        if not callable(func):
+            raise ConfigurationError(f"FunctionTool needs a callable, got {func!r}")
+        tool_name: str = name or getattr(func, "__name__", "") or ""
+        super().__init__(
+            name=tool_name,
+            description=description if description is not None else inspect.getdoc(func) or "",
+            is_long_running=is_long_running,
+        )
+        self.func = func
+        self._is_async = inspect.iscoroutinefunction(func)
+        self._hints = _type_hints(func, tool_name)
+        self._context_param: str | None = None
+        self._params: dict[str, inspect.Parameter] = {}
+        for param in inspect.signature(func).parameters.values():
+            hint = self._hints.get(param.name)
+            if _is_context(hint) or (param.name == "tool_context" and hint is None):
+                self._context_param = param.name
+            elif param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                self._params[param.name] = param
+        self._declaration = FunctionDeclaration(
+            name=self.name, description=self.description, parameters=self._schema()
+        )
+
+    def _schema(self) -> dict[str, Any] | None:
+        if not self._params:
+            return None
+        properties = {
+            name: json_schema(self._hints.get(name, Any), where=f"tool {self.name!r} {name}")
+            for name in self._params
+        }
+        required = [n for n, p in self._params.items() if p.default is inspect.Parameter.empty]
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        return schema
+
+    def declaration(self) -> FunctionDeclaration:
+        return self._declaration
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        missing = [
+            n
+            for n, p in self._params.items()
+            if p.default is inspect.Parameter.empty and n not in args
+        ]
+        if missing:
+            return {"error": _missing_message(self.name, missing)}
+        try:
+            kwargs = {k: self._structure(k, v) for k, v in args.items() if k in self._params}
+        except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+            return {"error": f"Invoking `{self.name}()` failed: invalid arguments: {exc}"}
+        if self._context_param is not None:
+            kwargs[self._context_param] = tool_context
+        if self._is_async:
+            return await self.func(**kwargs)
+        return await trio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+
+    def _structure(self, name: str, value: Any) -> Any:
+        hint = self._hints.get(name)
+        if hint is not None and _needs_structuring(hint):
+            return _converter.structure(value, hint)
+        return value
+
+
+class LongRunningFunctionTool(FunctionTool):
+    """A :class:`FunctionTool` whose answer may come later (R-LRO-1..3).
+
+    The model event calling it is final (``long_running_tool_ids``). A falsy result ends the step;
+    the client answers later with a ``FunctionResponse`` carrying the call id.
+    """
+
+    def __init__(self, func: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(func, is_long_running=True, **kwargs)
+
+
+def _type_hints(func: Callable[..., Any], name: str) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(func)
+    except Exception as exc:
+        raise ConfigurationError(f"tool {name!r}: cannot resolve its type hints: {exc}") from exc
+
+
+def _missing_message(name: str, missing: list[str]) -> str:
+    lines = "\n".join(missing)
+    return (
+        f"Invoking `{name}()` failed as the following mandatory input parameters are not "
+        f"present:\n{lines}\nYou could retry calling this tool, but it is IMPORTANT for you to "
+        "provide all the mandatory parameters."
+    )
