@@ -12,6 +12,7 @@ import trio_agents
 PUBLIC_NAMESPACES = [
     "trio_agents",
     "trio_agents.agents",
+    "trio_agents.artifacts",
     "trio_agents.models",
     "trio_agents.plugins",
     "trio_agents.sessions",
@@ -56,8 +57,11 @@ CONTRACT = {
     ],
     "trio_agents.sessions": ["SessionService", "InMemorySessionService", "Session"],
     "trio_agents.plugins": ["BasePlugin"],
+    "trio_agents.artifacts": ["ArtifactService", "InMemoryArtifactService"],
     "trio_agents.models": ["Model", "LlmRequest", "LlmResponse"],
-    "trio_agents.tools": ["BaseTool", "FunctionTool", "LongRunningFunctionTool", "exit_loop"],
+    "trio_agents.tools": [
+        "AgentTool", "BaseTool", "FunctionTool", "LongRunningFunctionTool", "exit_loop",
+    ],
     "trio_agents.testing": ["ScriptedModel"],
 }
 

@@ -28,6 +28,7 @@ from ._context import (
 )
 from ._errors import (
     AgentTransferError as AgentTransferError,
+    ArtifactNotFoundError as ArtifactNotFoundError,
     ConfigurationError as ConfigurationError,
     LlmCallLimitError as LlmCallLimitError,
     ModelError as ModelError,
@@ -66,6 +67,7 @@ from .tools import ToolContext as ToolContext
 __all__ = [
     "Agent",
     "AgentTransferError",
+    "ArtifactNotFoundError",
     "BaseAgent",
     "Blob",
     "CallbackContext",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._content import Content
+from ._content import Content, Part
 from ._errors import ConfigurationError
 from ._events import Event, EventActions, replace
 from ._ids import new_function_call_id
@@ -372,6 +372,47 @@ class CallbackContext(ReadonlyContext):
     @property
     def invocation_context(self) -> InvocationContext:
         return self._ctx
+
+    # -- artifacts (R-ART-3) -------------------------------------------------------------------
+
+    def _artifacts(self) -> Any:
+        service = self._ctx.artifact_service
+        if service is None:
+            raise ConfigurationError("Artifact service is not initialized.")
+        return service
+
+    async def save_artifact(self, filename: str, artifact: Part) -> int:
+        """Store a new version now; record it in this context's ``artifact_delta``."""
+        session = self._ctx.session
+        version: int = await self._artifacts().save_artifact(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            filename=filename,
+            artifact=artifact,
+        )
+        self._actions.artifact_delta[filename] = version
+        return version
+
+    async def load_artifact(self, filename: str, version: int | None = None) -> Part | None:
+        """The latest (or a given) version of an artifact of this session or user."""
+        session = self._ctx.session
+        part: Part | None = await self._artifacts().load_artifact(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            filename=filename,
+            version=version,
+        )
+        return part
+
+    async def list_artifacts(self) -> list[str]:
+        """The filenames visible from this session."""
+        session = self._ctx.session
+        keys: list[str] = await self._artifacts().list_artifact_keys(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+        return keys
 
     @property
     def end_invocation(self) -> bool:

@@ -10,6 +10,7 @@ caller would naturally catch a builtin, the builtin is mixed in::
     │   ├── SessionExistsError                              create with an id already taken
     │   ├── StaleSessionError(SessionError, ValueError)     append through an outdated snapshot
     │   └── SessionBusyError                                a run is already in flight
+    ├── ArtifactNotFoundError(TrioAgentsError, LookupError) no such artifact version
     ├── ModelError                                          talking to a model failed
     ├── ToolError                                           a tool failed (cause chained)
     ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentTransferError",
+    "ArtifactNotFoundError",
     "ConfigurationError",
     "LlmCallLimitError",
     "ModelError",
@@ -89,6 +91,19 @@ class SessionBusyError(SessionError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id} already has a run in flight", session_id=session_id)
+
+
+class ArtifactNotFoundError(TrioAgentsError, LookupError):
+    """An explicitly requested artifact version does not exist."""
+
+    def __init__(self, *, filename: str, version: int | None = None) -> None:
+        which = "" if version is None else f" version {version}"
+        super().__init__(f"artifact {filename!r}{which} not found")
+        self.filename = filename
+        self.version = version
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class ModelError(TrioAgentsError):

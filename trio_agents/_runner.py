@@ -33,6 +33,7 @@ from ._state import check_state_delta
 from ._util import single_failure
 from .agents._base import FAILURE_ATTR, BaseAgent
 from .agents._transfer import agent_to_run
+from .artifacts._memory import InMemoryArtifactService
 from .plugins._base import BasePlugin
 from .plugins._manager import PluginManager
 from .sessions._base import GetSessionConfig, Session, SessionService
@@ -468,6 +469,7 @@ class InMemoryRunner(Runner):
             agent=agent,
             app_name=app_name,
             session_service=InMemorySessionService(),
+            artifact_service=kwargs.pop("artifact_service", None) or InMemoryArtifactService(),
             plugins=plugins,
             **kwargs,
         )

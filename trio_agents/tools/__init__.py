@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._agent_tool import AgentTool as AgentTool
 from ._base import BaseTool as BaseTool, ToolContext as ToolContext
 from ._exit_loop import exit_loop as exit_loop
 from ._function import (
@@ -10,6 +11,7 @@ from ._function import (
 )
 
 __all__ = [
+    "AgentTool",
     "BaseTool",
     "FunctionTool",
     "LongRunningFunctionTool",

@@ -1,0 +1,8 @@
+"""Artifacts: versioned files attached to sessions (or shared by a user's sessions)."""
+
+from __future__ import annotations
+
+from ._base import ArtifactService as ArtifactService
+from ._memory import InMemoryArtifactService as InMemoryArtifactService
+
+__all__ = ["ArtifactService", "InMemoryArtifactService"]

@@ -1,0 +1,77 @@
+"""In-memory artifact storage."""
+
+from __future__ import annotations
+
+import trio
+
+from .._content import Part
+from .._errors import ArtifactNotFoundError
+from ._base import USER_PREFIX, ArtifactService, check_filename
+
+__all__ = ["InMemoryArtifactService"]
+
+_Key = tuple[str, str, str, str]
+
+
+class InMemoryArtifactService(ArtifactService):
+    """Artifacts kept in process memory (parts are immutable, so versions share them)."""
+
+    def __init__(self) -> None:
+        self._files: dict[_Key, list[Part]] = {}
+
+    @staticmethod
+    def _key(app_name: str, user_id: str, session_id: str, filename: str) -> _Key:
+        check_filename(filename)
+        scope = "" if filename.startswith(USER_PREFIX) else session_id
+        return (app_name, user_id, scope, filename)
+
+    async def save_artifact(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+    ) -> int:
+        await trio.lowlevel.checkpoint()
+        if not isinstance(artifact, Part):
+            raise TypeError(f"an artifact is a Part, got {type(artifact).__name__}")
+        versions = self._files.setdefault(self._key(app_name, user_id, session_id, filename), [])
+        versions.append(artifact)
+        return len(versions) - 1
+
+    async def load_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        filename: str,
+        version: int | None = None,
+    ) -> Part | None:
+        await trio.lowlevel.checkpoint()
+        versions = self._files.get(self._key(app_name, user_id, session_id, filename), [])
+        if version is None:
+            return versions[-1] if versions else None
+        if not 0 <= version < len(versions):
+            raise ArtifactNotFoundError(filename=filename, version=version)
+        return versions[version]
+
+    async def list_artifact_keys(
+        self, *, app_name: str, user_id: str, session_id: str
+    ) -> list[str]:
+        await trio.lowlevel.checkpoint()
+        return sorted(
+            name
+            for (app, user, scope, name) in self._files
+            if app == app_name and user == user_id and scope in ("", session_id)
+        )
+
+    async def delete_artifact(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> None:
+        await trio.lowlevel.checkpoint()
+        self._files.pop(self._key(app_name, user_id, session_id, filename), None)
+
+    async def list_versions(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> list[int]:
+        await trio.lowlevel.checkpoint()
+        return list(
+            range(len(self._files.get(self._key(app_name, user_id, session_id, filename), [])))
+        )
