@@ -96,6 +96,16 @@ class ScriptAgent(BaseAgent):
         probe.emitted_by.setdefault(self.name, []).append(len(probe.delivered))
 
 
+def describe_tree(agent: BaseAgent, indent: int = 0) -> str:
+    """The whole tree, one agent per line, for Hypothesis failure reports."""
+    own = repr(agent) if isinstance(agent, ScriptAgent) else f"{type(agent).__name__}({agent.name})"
+    if isinstance(agent, LoopAgent):
+        own += f" max_iterations={agent.max_iterations}"
+    lines = [" " * indent + own]
+    lines += [describe_tree(child, indent + 2) for child in agent.sub_agents]
+    return "\n".join(lines)
+
+
 @st.composite
 def agent_trees(draw: st.DrawFn, probe: Probe, max_depth: int = 3) -> BaseAgent:
     """A random tree of workflow agents with scripted leaves; names are unique."""

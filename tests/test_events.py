@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 import time
 import uuid
-from collections.abc import MutableMapping
+from copy import deepcopy
 from itertools import count
+from typing import Any
 
 import attrs
 import pytest
@@ -30,6 +34,7 @@ from trio_agents._ids import (
     use_clock,
     use_id_provider,
 )
+from trio_agents.testing import sequential_ids
 
 TEXT = Content.from_text("hi", role="model")
 CALL = Content.from_parts(Part.from_function_call("f", {"x": 1}, id="c1"), role="model")
@@ -246,17 +251,37 @@ def test_default_actions_are_empty() -> None:
     assert not EventActions(state_delta={"a": 1}).is_empty()
 
 
-@pytest.mark.xfail(
-    reason="_events.py bug: every Event() shares one default EventActions whose state_delta "
-    "is a plain dict, so a write through one event shows up in every later event",
-    raises=AssertionError,
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda e: e.actions.state_delta.__setitem__("k", 1),
+        lambda e: e.actions.state_delta.update(k=1),
+        lambda e: e.actions.artifact_delta.setdefault("f", 0),
+        lambda e: e.actions.requested_auth_configs.clear(),
+        lambda e: e.get_function_calls()[0].args.pop("x"),
+        lambda e: e.get_function_calls()[0].args.__delitem__("x"),
+    ],
 )
-def test_default_actions_are_not_shared_mutable_state() -> None:
-    """ARCHITECTURE §4 'events': immutable, or each event with its own actions object."""
-    first, second = Event(), Event()
-    assert first.actions is not second.actions or not isinstance(
-        first.actions.state_delta, MutableMapping
-    )
+def test_event_mappings_refuse_changes(mutate: Any) -> None:
+    """ARCHITECTURE §4 'events': immutable — no write through one event reaches another."""
+    call = Part.from_function_call("f", {"x": 1})
+    event = Event(content=Content(role="model", parts=(call,)))
+    other = Event()
+    with pytest.raises(TypeError, match="immutable event"):
+        mutate(event)
+    assert event.get_function_calls()[0].args == {"x": 1}
+    assert other.actions.is_empty()
+    assert Event().actions.state_delta == {}
+
+
+def test_event_mappings_copy_to_plain_dicts_and_still_serialize() -> None:
+    event = Event(actions=EventActions(state_delta={"a": [1]}))
+    copy = dict(event.actions.state_delta)
+    copy["b"] = 2
+    assert event.actions.state_delta == {"a": [1]}
+    assert json.loads(json.dumps(event.actions.state_delta)) == {"a": [1]}
+    assert deepcopy(event) == event
+    assert pickle.loads(pickle.dumps(event)) == event
 
 
 def test_long_running_tool_ids_become_a_frozenset() -> None:
@@ -292,3 +317,29 @@ def test_part_constructors() -> None:
     assert Part.from_bytes(b"\x00\x01", "image/png") == Part(
         inline_data=Blob(data=b"\x00\x01", mime_type="image/png")
     )
+
+
+def test_an_empty_id_gets_a_fresh_one_r_ev_1() -> None:
+    """R-EV-1: an empty id is replaced at construction (JSON input included); others are kept."""
+    with sequential_ids("x"):
+        assert Event(id="").id == "x-1"
+        assert Event.from_json('{"id": "", "author": "a"}').id == "x-2"
+    assert Event(id="keep").id == "keep"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_draws_different_ids() -> None:
+    """Ids come from a private generator seeded from the OS, reseeded after fork."""
+    from trio_agents._ids import _uuid4
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write, _uuid4().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    assert child != _uuid4()
+    assert uuid.UUID(child).version == 4

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from hypothesis import given, strategies as st
+from hypothesis import given, note, strategies as st
 
-from tests.apps import InjectedError, Probe, agent_trees
+from tests.apps import InjectedError, Probe, agent_trees, describe_tree
 from trio_agents import Event, Runner
 from trio_agents.plugins import BasePlugin
 from trio_agents.sessions import InMemorySessionService
@@ -93,6 +93,7 @@ async def test_handshake_invariants_hold_for_random_apps(
 ) -> None:
     probe = Probe()
     root = data.draw(agent_trees(probe))
+    note(describe_tree(root))
     counter = AfterRunCounter()
     runner = Runner(
         agent=root, app_name="app", session_service=InMemorySessionService(), plugins=[counter]

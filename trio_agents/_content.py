@@ -26,8 +26,40 @@ JSONValue: TypeAlias = Any
 """A value made of dicts with string keys, lists, str, int, float, bool and None."""
 
 
-def _frozen_dict(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {} if value is None else dict(value)
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses changes: the mappings inside events are read-only.
+
+    It is still a ``dict`` (JSON encoders, ``==`` and ``dict(...)`` work as usual); copying it
+    with ``dict(d)`` gives a mutable copy.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this mapping belongs to an immutable event; copy it with dict(...)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        import copy
+
+        return FrozenDict(copy.deepcopy(dict(self), memo))
+
+
+EMPTY: FrozenDict = FrozenDict()
+
+
+def _frozen_dict(value: Mapping[str, Any] | None) -> FrozenDict:
+    if value is None or not value:
+        return EMPTY
+    return value if type(value) is FrozenDict else FrozenDict(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -35,7 +67,7 @@ class FunctionCall:
     """A model's request to call the tool ``name`` with ``args``."""
 
     name: str
-    args: Mapping[str, JSONValue] = attrs.field(factory=dict, converter=_frozen_dict)
+    args: Mapping[str, JSONValue] = attrs.field(default=EMPTY, converter=_frozen_dict)
     id: str | None = None
 
 
@@ -44,7 +76,7 @@ class FunctionResponse:
     """The result of a function call, sent back to the model."""
 
     name: str
-    response: Mapping[str, JSONValue] = attrs.field(factory=dict, converter=_frozen_dict)
+    response: Mapping[str, JSONValue] = attrs.field(default=EMPTY, converter=_frozen_dict)
     id: str | None = None
 
 

@@ -19,11 +19,12 @@ from ._content import Content, Part
 from ._errors import ConfigurationError
 from ._events import Event, EventActions, replace
 from ._ids import new_function_call_id
-from ._state import State
+from ._state import State, Watched, collect_mutations
 
 if TYPE_CHECKING:
     from ._runner import RunConfig, _Invocation
     from .agents._base import BaseAgent
+    from .memory import SearchMemoryResponse
     from .plugins._manager import PluginManager
     from .sessions._base import Session, SessionService
 
@@ -45,12 +46,25 @@ class EventActionsDraft:
     ``ctx.actions.transfer_to_agent = "x"`` as in ADK; state writes go through ``ctx.state``.
     """
 
-    state_delta: dict[str, Any] = attrs.field(factory=dict)
+    _state_delta: dict[str, Any] = attrs.field(factory=dict, alias="state_delta")
     artifact_delta: dict[str, int] = attrs.field(factory=dict)
     transfer_to_agent: str | None = None
     escalate: bool | None = None
     skip_summarization: bool | None = None
     requested_auth_configs: dict[str, Any] = attrs.field(factory=dict)
+    watched: Watched = attrs.field(factory=dict, repr=False)
+    """Containers read through this draft's state views, checked for in-place changes."""
+
+    @property
+    def state_delta(self) -> dict[str, Any]:
+        """The pending state writes, including containers changed in place since read (R-ST-2)."""
+        if self.watched:
+            collect_mutations(self.watched, self._state_delta)
+        return self._state_delta
+
+    def state_view(self, live: dict[str, Any]) -> State:
+        """A write-through :class:`State` over ``live`` that records into this draft."""
+        return State(live, self.state_delta, self.watched)
 
     def is_empty(self) -> bool:
         return not (
@@ -153,6 +167,7 @@ class InvocationContext:
         "_send",
         "agent",
         "branch",
+        "cancelled",
         "end_invocation",
         "transfer_to",
     )
@@ -172,6 +187,8 @@ class InvocationContext:
         self.agent = agent
         self.branch = branch
         self.end_invocation = False
+        self.cancelled = False
+        """True once this agent's run was cancelled (its after-callbacks then run best effort)."""
         self.transfer_to: BaseAgent | None = None
 
     # -- shared invocation data ------------------------------------------------------------------
@@ -228,7 +245,7 @@ class InvocationContext:
     @property
     def state(self) -> State:
         """Write-through state; writes ride on the next event this context emits (R-ST-1)."""
-        return State(self._invocation.session.state, self.actions.state_delta)
+        return self.actions.state_view(self._invocation.session.state)
 
     # -- copies ------------------------------------------------------------------------------------
 
@@ -243,6 +260,7 @@ class InvocationContext:
         ctx.agent = self.agent if agent is None else agent
         ctx.branch = self.branch if branch is None else branch
         ctx.end_invocation = False
+        ctx.cancelled = False
         ctx.transfer_to = None
         return ctx
 
@@ -363,11 +381,16 @@ class CallbackContext(ReadonlyContext):
 
     @property
     def state(self) -> State:
-        return State(self._ctx.session.state, self._actions.state_delta)
+        return self._actions.state_view(self._ctx.session.state)
 
     @property
     def actions(self) -> EventActionsDraft:
         return self._actions
+
+    @property
+    def cancelled(self) -> bool:
+        """True in after-agent callbacks that run because the agent was cancelled (R-AG-3)."""
+        return self._ctx.cancelled
 
     @property
     def invocation_context(self) -> InvocationContext:
@@ -405,6 +428,17 @@ class CallbackContext(ReadonlyContext):
             version=version,
         )
         return part
+
+    async def search_memory(self, query: str) -> SearchMemoryResponse:
+        """What the user's remembered sessions say about ``query`` (the Runner's memory)."""
+        service = self._ctx.memory_service
+        if service is None:
+            raise ConfigurationError("no memory service: pass memory_service= to the Runner")
+        session = self._ctx.session
+        found: SearchMemoryResponse = await service.search_memory(
+            app_name=session.app_name, user_id=session.user_id, query=query
+        )
+        return found
 
     async def list_artifacts(self) -> list[str]:
         """The filenames visible from this session."""

@@ -30,6 +30,10 @@ __all__ = [
     "ConfigurationError",
     "LlmCallLimitError",
     "ModelError",
+    "ModelHTTPError",
+    "ModelRateLimitError",
+    "ModelResponseError",
+    "ModelTransportError",
     "PluginError",
     "SerializationError",
     "SessionBusyError",
@@ -108,6 +112,49 @@ class ArtifactNotFoundError(TrioAgentsError, LookupError):
 
 class ModelError(TrioAgentsError):
     """Talking to a model failed."""
+
+
+class _ProviderError(ModelError):
+    """A failure of one provider's model; ``provider`` and ``model`` name it in the message."""
+
+    def __init__(self, message: str, *, provider: str, model: str) -> None:
+        super().__init__(f"{provider} model {model!r}: {message}")
+        self.provider = provider
+        self.model = model
+
+
+class ModelHTTPError(_ProviderError):
+    """The provider answered with an HTTP error. ``status`` and ``body`` (an excerpt) say which."""
+
+    def __init__(self, message: str, *, provider: str, model: str, status: int, body: str) -> None:
+        super().__init__(f"{message} (HTTP {status}): {body}", provider=provider, model=model)
+        self.status = status
+        self.body = body
+
+
+class ModelRateLimitError(ModelHTTPError):
+    """HTTP 429 after the retries ran out; ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        model: str,
+        status: int,
+        body: str,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, model=model, status=status, body=body)
+        self.retry_after = retry_after
+
+
+class ModelTransportError(_ProviderError):
+    """The connection failed or timed out (after the retries ran out); the cause is chained."""
+
+
+class ModelResponseError(_ProviderError):
+    """The provider's answer could not be understood (malformed JSON, missing fields)."""
 
 
 class ToolError(TrioAgentsError):

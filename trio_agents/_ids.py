@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 __all__ = [
@@ -28,13 +30,39 @@ IdProvider = Callable[[], str]
 Clock = Callable[[], float]
 
 
-def _uuid4() -> str:
-    """A random (version 4) UUID string, formatted without building a ``uuid.UUID``."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+class _EventIds:
+    """Version-4 UUID strings for events, about three times cheaper than ``uuid.uuid4()``.
+
+    Event ids need uniqueness, not secrecy: each process draws 74 random bits once (the first
+    24 characters) and a random 48-bit start for a counter (the last 12). Ids of one process
+    never repeat; ids of two processes collide only if their random prefixes do. A forked child
+    draws again. Session ids, which may be shown to clients, stay fully random (``uuid4``).
+    """
+
+    __slots__ = ("_counter", "_prefix")
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        bits = int.from_bytes(os.urandom(16))
+        high, mid, version, variant = bits >> 96, (bits >> 80) & 0xFFFF, bits >> 68, bits >> 48
+        self._prefix = (
+            f"{high:08x}-{mid:04x}-4{version & 0xFFF:03x}-{0x8000 | variant & 0x3FFF:04x}-"
+        )
+        self._counter = itertools.count(bits & 0xFFFF_FFFF_FFFF)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._counter) & 0xFFFF_FFFF_FFFF:012x}"
+
+
+_uuid4 = _EventIds()
+os.register_at_fork(after_in_child=_uuid4.reseed)  # a forked child draws fresh ids
+
+
+def _random_uuid4() -> str:
+    """A version-4 UUID from the OS's random source (for ids that should not be guessable)."""
+    return str(uuid.uuid4())
 
 
 _id_provider: contextvars.ContextVar[IdProvider] = contextvars.ContextVar(
@@ -51,8 +79,9 @@ def new_event_id() -> str:
 
 
 def new_session_id() -> str:
-    """A fresh session id (a uuid4 string by default)."""
-    return _id_provider.get()()
+    """A fresh session id (by default a uuid4 string from the OS's random source)."""
+    provider = _id_provider.get()
+    return _random_uuid4() if provider is _uuid4 else provider()
 
 
 def new_invocation_id() -> str:

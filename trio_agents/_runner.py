@@ -14,6 +14,7 @@ the invocation's nursery; leaving the ``async with`` block cancels them and wait
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import enum
 import logging
@@ -30,10 +31,12 @@ from ._errors import ConfigurationError, PluginError, SessionNotFoundError
 from ._events import Event, EventActions
 from ._ids import new_invocation_id
 from ._state import check_state_delta
-from ._util import single_failure
+from ._util import without_cancelled
 from .agents._base import FAILURE_ATTR, BaseAgent
+from .agents._models import models_in_use
 from .agents._transfer import agent_to_run
 from .artifacts._memory import InMemoryArtifactService
+from .memory._memory import InMemoryMemoryService
 from .plugins._base import BasePlugin
 from .plugins._manager import PluginManager
 from .sessions._base import GetSessionConfig, Session, SessionService
@@ -42,6 +45,12 @@ from .sessions._memory import InMemorySessionService
 __all__ = ["InMemoryRunner", "RunConfig", "RunStream", "Runner", "StreamingMode"]
 
 logger = logging.getLogger("trio_agents")
+
+ABANDONED_REASON = "the invocation ended without answering (its process stopped)"
+"""The ``reason`` of the response that closes a call left open by a dead invocation."""
+
+HISTORY_CACHE_SESSIONS = 1024
+"""How many sessions keep their incrementally built LLM histories between invocations."""
 
 
 class StreamingMode(enum.Enum):
@@ -83,11 +92,17 @@ class _OpenCall:
 class _Invocation:
     """The shared state of one invocation: session, counters, open calls, cancel scope."""
 
-    def __init__(self, runner: Runner, session: Session, run_config: RunConfig) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        session: Session,
+        run_config: RunConfig,
+        invocation_id: str | None = None,
+    ) -> None:
         self.runner = runner
         self.session = session
         self.run_config = run_config
-        self.invocation_id = new_invocation_id()
+        self.invocation_id = invocation_id or new_invocation_id()
         self.user_content: Content | None = None
         self.cancel_scope = trio.CancelScope()
         self.emitted = 0
@@ -95,7 +110,7 @@ class _Invocation:
         self.open_calls: dict[str, _OpenCall] = {}
         self.agent_failure: Exception | None = None
         self.root_ctx: InvocationContext | None = None
-        self.histories: dict[tuple[str, str | None], Any] = {}
+        self.histories = runner._histories_of(session)
 
     # -- consumer side: commit ------------------------------------------------------------------
 
@@ -164,10 +179,10 @@ class _Invocation:
                     await agent_to_run(ctx.agent, self.session.events).run(ctx)
             except Exception as exc:
                 self.agent_failure = exc
-                await self._notify_run_error(ctx, exc)
+                await self.notify_run_error(ctx, exc)
                 raise
 
-    async def _notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
+    async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         plugins = self.runner.plugin_manager
         if not plugins:
             return
@@ -320,6 +335,9 @@ class Runner:
         self.plugin_manager = PluginManager(plugins)
         self.concurrent_runs = concurrent_runs
         self.cleanup_timeout = cleanup_timeout
+        self._histories: collections.OrderedDict[
+            tuple[str, str], dict[tuple[str, str | None], Any]
+        ] = collections.OrderedDict()
         self.commit_timeout = commit_timeout
 
     @contextlib.asynccontextmanager
@@ -360,10 +378,21 @@ class Runner:
             )
             if session is None:
                 raise SessionNotFoundError(session_id)
-            _check_answers(message, session)
-            invocation = _Invocation(self, session, run_config)
+            await self._close_abandoned_calls(session)
+            answered = _answered_invocation(message, session)
+            invocation = _Invocation(self, session, run_config, answered)
             async with self._invoke(invocation, message, state_delta) as stream:
                 yield stream
+
+    async def _close_abandoned_calls(self, session: Session) -> None:
+        """Answer the calls a dead invocation left open, so the history stays well-formed.
+
+        Only the newest invocation can have any (every run seals its own calls, and the next
+        run closes those of a run whose process died), so only its events are scanned.
+        Long-running calls stay open: the client answers them.
+        """
+        for event in _abandoned_call_events(session.events):
+            await self.session_service.append_event(session, event)
 
     @contextlib.asynccontextmanager
     async def _invoke(
@@ -382,8 +411,8 @@ class Runner:
                 finally:
                     inv.cancel_scope.cancel(reason="the consumer left the run block")
         except BaseExceptionGroup as group:
-            failure = single_failure(group)
-            if failure is None:
+            failure = without_cancelled(group)
+            if failure is group:
                 raise
             raise failure from failure.__cause__
         finally:
@@ -415,7 +444,11 @@ class Runner:
             reason = f"run failed: {type(inv.agent_failure).__name__}"
         await inv.seal(reason)
         if inv.agent_failure is None and self.plugin_manager:
-            await self.plugin_manager.after_run(ctx)
+            try:
+                await self.plugin_manager.after_run(ctx)
+            except PluginError as exc:
+                await inv.notify_run_error(ctx, exc)  # R-PLG-8: a failing after_run is an error
+                raise
 
     def run_sync(
         self,
@@ -440,11 +473,30 @@ class Runner:
 
         return trio.run(collect)
 
+    def _histories_of(self, session: Session) -> dict[tuple[str, str | None], Any]:
+        """The LLM-history cache of ``session`` (kept for the most recent sessions only)."""
+        key = (session.user_id, session.id)
+        cache = self._histories.pop(key, None)
+        if cache is None:
+            cache = {}
+        self._histories[key] = cache
+        while len(self._histories) > HISTORY_CACHE_SESSIONS:
+            self._histories.popitem(last=False)
+        return cache
+
     async def close(self) -> None:
-        """Close the plugins (each bounded by ``cleanup_timeout``)."""
-        for plugin in self.plugin_manager.plugins:
-            with trio.move_on_after(self.cleanup_timeout):
-                await PluginManager([plugin]).close()
+        """Close the plugins, then the models of the agent tree (each within ``cleanup_timeout``).
+
+        Models are closed whether they were given as instances or resolved from names, so an
+        HTTP model's client lives exactly as long as the Runner; a model shared with another
+        Runner must not be used after either is closed.
+        """
+        try:
+            await self.plugin_manager.close(per_plugin_timeout=self.cleanup_timeout)
+        finally:
+            for model in models_in_use(self.agent):
+                with trio.move_on_after(self.cleanup_timeout):
+                    await model.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -470,25 +522,67 @@ class InMemoryRunner(Runner):
             app_name=app_name,
             session_service=InMemorySessionService(),
             artifact_service=kwargs.pop("artifact_service", None) or InMemoryArtifactService(),
+            memory_service=kwargs.pop("memory_service", None) or InMemoryMemoryService(),
             plugins=plugins,
             **kwargs,
         )
 
 
-def _check_answers(message: Content, session: Session) -> None:
-    """Function responses in a user message must answer calls in the history (R-RUN-2)."""
+def _abandoned_call_events(events: Sequence[Event]) -> list[Event]:
+    """Closing responses for the open, not long-running calls of the newest invocation."""
+    if not events:
+        return []
+    newest = events[-1].invocation_id
+    answered: set[str | None] = set()
+    open_calls: dict[tuple[str, str | None], list[Part]] = {}
+    for event in reversed(events):
+        if event.invocation_id != newest:
+            break
+        answered.update(r.id for r in event.get_function_responses())
+        waiting = event.long_running_tool_ids or frozenset()
+        for call in reversed(event.get_function_calls()):
+            if call.id not in answered and call.id not in waiting:
+                response = {"error": "cancelled", "reason": ABANDONED_REASON}
+                part = Part.from_function_response(call.name, response, id=call.id)
+                open_calls.setdefault((event.author, event.branch), []).insert(0, part)
+    return [
+        Event(
+            invocation_id=newest,
+            author=author,
+            branch=branch,
+            content=Content(role="user", parts=parts),
+        )
+        for (author, branch), parts in open_calls.items()
+    ]
+
+
+def _answered_invocation(message: Content, session: Session) -> str | None:
+    """The invocation whose calls ``message`` answers, or None for a message with no answers.
+
+    Function responses in a user message must answer calls in the history (R-RUN-2), all from one
+    invocation; the run then continues that invocation's id (R-RUN-3, R-LRO-3 [2.13]).
+    """
     ids = {p.function_response.id for p in message.parts if p.function_response is not None}
     if not ids:
-        return
+        return None
     if None in ids:
         raise ConfigurationError("a function response in the user message has no call id")
+    owners: dict[str, str] = {}
     for event in reversed(session.events):
-        ids -= {call.id for call in event.get_function_calls()}
-        if not ids:
-            return
-    raise ConfigurationError(
-        f"Function call not found for function response ids: {sorted(map(str, ids))}"
-    )
+        for call in event.get_function_calls():
+            if call.id is not None and call.id in ids and call.id not in owners:
+                owners[call.id] = event.invocation_id
+        if len(owners) == len(ids):
+            break
+    missing = sorted(str(i) for i in ids if i not in owners)
+    if missing:
+        raise ConfigurationError(f"Function call not found for function response ids: {missing}")
+    invocations = set(owners.values())
+    if len(invocations) > 1:
+        raise ConfigurationError(
+            f"the function responses answer calls of several invocations: {sorted(invocations)}"
+        )
+    return invocations.pop() or None
 
 
 def _user_message(message: Content | str | None) -> Content:

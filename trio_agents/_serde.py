@@ -7,9 +7,12 @@ Rules (ADK-compatible, R-EV-8):
 * fields whose value is ``None`` are omitted; empty dicts are kept (as ADK does);
 * payload dicts (state deltas, function arguments and responses, custom metadata) are passed
   through verbatim: their keys are never renamed;
-* bytes are base64 (standard alphabet); ``long_running_tool_ids`` is a sorted list;
-* unknown fields are ignored at every level; malformed input raises
-  :class:`~trio_agents.SerializationError` naming the path.
+* bytes are written as URL-safe base64 with padding, as pydantic (and so ADK) writes them;
+  both base64 alphabets, padded or not, are accepted on input;
+* ``long_running_tool_ids`` is a sorted list;
+* unknown fields are ignored at every level; malformed input (bad JSON, ``NaN`` or a number too
+  large for a float, a value of the wrong type) raises :class:`~trio_agents.SerializationError`
+  naming the path, and so does a value that cannot be written.
 """
 
 from __future__ import annotations
@@ -65,7 +68,6 @@ _RECORDS: tuple[type, ...] = (
 _BYTES_FIELDS = {(Blob, "data"), (Part, "thought_signature")}
 _PAYLOAD_FIELDS = {
     (EventActions, "state_delta"),
-    (EventActions, "artifact_delta"),
     (EventActions, "requested_auth_configs"),
     (FunctionCall, "args"),
     (FunctionResponse, "response"),
@@ -82,7 +84,7 @@ def _camel(name: str) -> str:
 class _Field:
     name: str
     camel: str
-    kind: str  # "record", "records", "bytes", "payload", "ids", "plain"
+    kind: str  # "record", "records", "bytes", "payload", "versions", "ids", "plain"
     record: type | None
     plain: str = ""  # for plain fields: the base type name ("str", "bool", "int", "float")
 
@@ -92,6 +94,8 @@ def _field_kind(cls: type, field: attrs.Attribute[Any]) -> tuple[str, type | Non
         return "bytes", None
     if (cls, field.name) in _PAYLOAD_FIELDS:
         return "payload", None
+    if cls is EventActions and field.name == "artifact_delta":
+        return "versions", None
     if cls is Event and field.name == "long_running_tool_ids":
         return "ids", None
     if cls is Content and field.name == "parts":
@@ -144,11 +148,13 @@ def _dump_value(field: _Field, value: Any) -> Any:
     if kind == "records":
         return [unstructure(v) for v in value]
     if kind == "bytes":
-        return base64.b64encode(value).decode("ascii")
+        return base64.urlsafe_b64encode(value).decode("ascii")
     if kind == "ids":
         return sorted(value)
-    if kind == "payload":
+    if kind in {"payload", "versions"}:
         return dict(value)
+    if field.plain == "float":
+        return float(value)  # an int timestamp is written as 1.0, as it reads back
     return value
 
 
@@ -157,23 +163,48 @@ def dump_event(event: Event) -> dict[str, Any]:
     return unstructure(event)
 
 
-def dumps(obj: Any) -> str:
-    """Compact JSON text."""
+def dumps(obj: Any, *, path: str = "value") -> str:
+    """Compact JSON text; :class:`SerializationError` names the first value JSON cannot carry.
+
+    ``path`` names ``obj`` in that error (``Event.to_json`` passes ``"event"``).
+    """
     try:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise SerializationError(f"cannot encode as JSON: {exc}") from exc
+        try:
+            check_json_value(obj, path)
+        except SerializationError as located:
+            message = f"cannot encode as JSON: {located}"
+            raise SerializationError(message, path=located.path) from exc
+        except RecursionError:  # a container that holds itself
+            pass
+        raise SerializationError(f"cannot encode as JSON: {exc}", path=path) from exc
 
 
 # -- in --------------------------------------------------------------------------------------------
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse JSON text (:class:`SerializationError` when it is not JSON)."""
+    """Parse JSON text (:class:`SerializationError` when it is not JSON).
+
+    ``NaN``, ``Infinity`` and numbers beyond the float range are refused: they are not JSON, and
+    :func:`dumps` could not write them back.
+    """
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, TypeError) as exc:
         raise SerializationError(f"invalid JSON: {exc}") from exc
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of the float range")
+    return value
 
 
 def structure(data: Any, cls: type[T], path: str = "") -> T:
@@ -215,7 +246,23 @@ def _load_value(field: _Field, raw: Any, where: str) -> Any:
         if not isinstance(raw, Mapping):
             raise SerializationError(f"{where}: expected an object", path=where)
         return dict(raw)
+    if kind == "versions":
+        return _versions(raw, where)
     return _plain(raw, field, where)
+
+
+def _versions(raw: Any, where: str) -> dict[str, int]:
+    """An artifact delta: filename -> version (an int)."""
+    if not isinstance(raw, Mapping):
+        raise SerializationError(f"{where}: expected an object", path=where)
+    for name, version in raw.items():
+        if not isinstance(version, int) or isinstance(version, bool):
+            at = f"{where}[{name!r}]"
+            raise SerializationError(
+                f"{at}: expected an int version, got {type(version).__name__} {version!r}",
+                path=at,
+            )
+    return dict(raw)
 
 
 _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -233,7 +280,15 @@ def _plain(raw: Any, field: _Field, where: str) -> Any:
         raise SerializationError(
             f"{where}: expected {hint}, got {type(raw).__name__} {raw!r}", path=where
         )
-    return float(raw) if hint == "float" else raw
+    if hint != "float":
+        return raw
+    try:
+        value = float(raw)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise SerializationError(f"{where}: {raw!r:.40} is not a finite number", path=where)
+    return value
 
 
 def _b64(raw: Any, where: str) -> bytes:

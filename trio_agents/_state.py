@@ -11,8 +11,9 @@ a write lands at once in the live session state (so later code in the same invoc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from ._errors import SerializationError
 from ._serde import check_json_value
@@ -22,7 +23,9 @@ __all__ = [
     "TEMP_PREFIX",
     "USER_PREFIX",
     "State",
+    "Watched",
     "check_state_delta",
+    "collect_mutations",
     "merged_state",
     "split_state_delta",
     "strip_temp",
@@ -42,10 +45,16 @@ def check_state_key(key: object) -> str:
     return key
 
 
+_SCALARS = (str, int, bool, type(None))
+
+
 def check_state_delta(delta: Mapping[Any, Any], where: str = "state_delta") -> None:
     """Raise :class:`SerializationError` naming the first key or value that is not JSON."""
     for key, value in delta.items():
-        check_state_key(key)
+        if type(key) is not str:
+            check_state_key(key)
+        if type(value) in _SCALARS:
+            continue  # the common case, checked without building a path
         check_json_value(value, f"{where}[{key!r}]")
 
 
@@ -85,6 +94,30 @@ def merged_state(
     return state
 
 
+Watched: TypeAlias = dict[str, tuple[Any, str]]
+"""Containers read through a :class:`State`, by key: (the object, its JSON text at read time)."""
+
+
+def _json_text(value: Any) -> str | None:
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def collect_mutations(watched: Watched, delta: dict[str, Any]) -> None:
+    """Put containers mutated in place since they were read into ``delta`` (R-ST-2).
+
+    A change counts only if the container still survives a JSON round trip; the delta gets that
+    round-tripped copy, so later mutations of the live object cannot alter a committed event.
+    """
+    for key, (obj, before) in watched.items():
+        now = _json_text(obj)
+        if now is not None and now != before:
+            delta[key] = json.loads(now)
+            watched[key] = (obj, now)
+
+
 class State(MutableMapping[str, Any]):
     """A write-through, delta-tracking view over the live session state (R-ST-1).
 
@@ -92,22 +125,37 @@ class State(MutableMapping[str, Any]):
     Keys must be strings and values JSON-representable; anything else raises
     :class:`~trio_agents.SerializationError` naming the key, before anything is written.
     There is no deletion (as in ADK): write ``None`` instead.
+
+    A dict or list read through the view is snapshotted; if code then mutates it in place, the
+    change joins the delta when the pending actions are next read (R-ST-2).
     """
 
     APP_PREFIX: ClassVar[str] = APP_PREFIX
     USER_PREFIX: ClassVar[str] = USER_PREFIX
     TEMP_PREFIX: ClassVar[str] = TEMP_PREFIX
 
-    __slots__ = ("_delta", "_value")
+    __slots__ = ("_delta", "_value", "_watched")
 
-    def __init__(self, value: dict[str, Any], delta: dict[str, Any]) -> None:
+    def __init__(
+        self, value: dict[str, Any], delta: dict[str, Any], watched: Watched | None = None
+    ) -> None:
         self._value = value
         self._delta = delta
+        self._watched = watched
 
     def __getitem__(self, key: str) -> Any:
-        if key in self._delta:
-            return self._delta[key]
-        return self._value[key]
+        value = self._value[key] if key not in self._delta else self._delta[key]
+        if self._watched is not None and isinstance(value, (dict, list)):
+            self._watch(key, value)
+        return value
+
+    def _watch(self, key: str, value: dict[str, Any] | list[Any]) -> None:
+        assert self._watched is not None
+        seen = self._watched.get(key)
+        if seen is None or seen[0] is not value:
+            text = _json_text(value)
+            if text is not None:
+                self._watched[key] = (value, text)
 
     def __setitem__(self, key: str, value: Any) -> None:
         check_state_key(key)
@@ -134,7 +182,9 @@ class State(MutableMapping[str, Any]):
         return f"State({self.to_dict()!r})"
 
     def has_delta(self) -> bool:
-        """True when this view has pending writes."""
+        """True when this view has pending writes (in-place container changes included)."""
+        if self._watched:
+            collect_mutations(self._watched, self._delta)
         return bool(self._delta)
 
     def to_dict(self) -> dict[str, Any]:

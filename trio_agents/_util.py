@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["single_failure"]
+__all__ = ["without_cancelled"]
 
 
-def single_failure(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """What ``group`` stands for when it wraps one failure, else None.
+def without_cancelled(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a nursery's ``group`` stands for once its ``trio.Cancelled`` members are dropped.
 
-    ``trio.Cancelled`` members are ignored. A group with one real member stands for that member;
-    when the member is itself a group, the rule applies again, and a group of several real
-    failures is returned as it is (the caller raises it). A group of nothing but cancellations
-    stands for its first member.
+    One real failure stands for itself (nested groups are unwrapped by the same rule); several
+    become one flat ``ExceptionGroup`` (``BaseExceptionGroup`` if any is not an ``Exception``) so
+    that ``except Exception`` handlers see errors that raced with a cancellation. A group of
+    nothing but cancellations is returned as it is, for the caller to re-raise.
+
+    Dropping the cancellations is safe: an error leaving a cancelled scope still ends it.
     """
-    real = [e for e in group.exceptions if not isinstance(e, trio.Cancelled)]
+    real = _real_failures(group)
     if not real:
-        return group.exceptions[0]
-    if len(real) > 1:
-        return None
-    member = real[0]
-    if isinstance(member, BaseExceptionGroup):
-        return single_failure(member) or member
-    return member
+        return group
+    if len(real) == 1:
+        return real[0]
+    if all(isinstance(e, Exception) for e in real):
+        return ExceptionGroup(group.message, [e for e in real if isinstance(e, Exception)])
+    return BaseExceptionGroup(group.message, real)
+
+
+def _real_failures(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, trio.Cancelled):
+        return []
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for member in exc.exceptions for leaf in _real_failures(member)]
+    return [exc]

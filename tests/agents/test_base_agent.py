@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 from tests.agents.helpers import Say, run_agent, texts
 from trio_agents import (
@@ -12,6 +13,9 @@ from trio_agents import (
     CallbackContext,
     ConfigurationError,
     Content,
+    Event,
+    InMemoryRunner,
+    InvocationContext,
     SequentialAgent,
 )
 
@@ -164,3 +168,31 @@ async def test_callback_returning_a_non_content_is_a_configuration_error() -> No
     agent = Say(name="a", before_agent_callback=lambda callback_context: "plain string")
     with pytest.raises(ConfigurationError, match="must return Content"):
         await run_agent(agent)
+
+
+async def test_after_callbacks_run_best_effort_when_the_agent_is_cancelled_r_ag_3() -> None:
+    """R-AG-3 [2.13]: cancelled after its before-callbacks, an agent's after-callbacks still run;
+    their result is ignored (nothing is emitted) and a failure in them never replaces the
+    cancellation."""
+    seen: list[bool] = []
+
+    def after(callback_context: CallbackContext) -> Content:
+        seen.append(callback_context.cancelled)
+        raise RuntimeError("cleanup failed")
+
+    class Stuck(BaseAgent):
+        async def _run_async_impl(self, ctx: InvocationContext) -> None:
+            await ctx.emit(Event(content=Content.from_text("started", role="model")))
+            await trio.sleep_forever()
+
+    runner = InMemoryRunner(Stuck(name="stuck", after_agent_callback=after))
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
+    async with runner.run(user_id="u", session_id=session.id, new_message="go") as events:
+        async for _ in events:
+            events.cancel("stop")
+    assert seen == [True]
+    stored = await runner.session_service.get_session(
+        app_name=runner.app_name, user_id="u", session_id=session.id
+    )
+    assert stored is not None
+    assert [e.text for e in stored.events] == ["go", "started"]

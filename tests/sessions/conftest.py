@@ -9,12 +9,18 @@ backend joins the whole suite by adding one ``pytest.param`` here.
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 import pytest
+import trio
 
+from tests.pg_cluster import ensure_cluster
 from trio_agents.sessions import InMemorySessionService, SessionService
+from trio_agents.sessions._postgres import PostgresSessionService
+from trio_agents.sessions._sqlite import SqliteSessionService
 
 ServiceFactory = Callable[[], AbstractAsyncContextManager[SessionService]]
 
@@ -24,8 +30,24 @@ async def open_memory_service() -> AsyncIterator[SessionService]:
     yield InMemorySessionService()
 
 
+@contextlib.asynccontextmanager
+async def open_sqlite_service() -> AsyncIterator[SessionService]:
+    with tempfile.TemporaryDirectory(prefix="trio-agents-") as directory:
+        async with SqliteSessionService(os.path.join(directory, "sessions.db")) as service:
+            yield service
+
+
+@contextlib.asynccontextmanager
+async def open_postgres_service() -> AsyncIterator[SessionService]:
+    dsn = await trio.to_thread.run_sync(ensure_cluster)
+    async with PostgresSessionService(dsn) as service:
+        yield service
+
+
 SERVICE_FACTORIES = [
     pytest.param(open_memory_service, id="memory"),
+    pytest.param(open_sqlite_service, id="sqlite"),
+    pytest.param(open_postgres_service, id="postgres"),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any, ClassVar, cast
@@ -16,6 +17,8 @@ from .._errors import ConfigurationError, PluginError
 from .._events import Event
 
 __all__ = ["BaseAgent"]
+
+logger = logging.getLogger("trio_agents")
 
 _AGENT_CALLBACK_PARAMS = ("callback_context",)
 FAILURE_ATTR = "_trio_agents_failed_in"
@@ -158,6 +161,11 @@ class BaseAgent:
         except Exception as exc:
             await self._report_failure(ctx, exc)
             raise
+        except BaseException as exc:
+            if _is_cancellation(exc):
+                ctx.cancelled = True
+                await self._after_cancelled(ctx)
+            raise
         if ctx.end_invocation:
             return None
         await self._after(ctx)
@@ -205,6 +213,24 @@ class BaseAgent:
         elif not cc.actions.is_empty():
             await ctx.emit(Event(author=self.name, actions=cc.actions.freeze()))
 
+    async def _after_cancelled(self, ctx: InvocationContext) -> None:
+        """R-AG-3 [2.13]: after a cancellation the after-callbacks run best effort.
+
+        Shielded and time-bounded; their results are ignored and nothing is emitted (the run is
+        being cancelled); an exception they raise is logged, never raised over the cancellation.
+        """
+        plugins = ctx.plugin_manager
+        if not (plugins or self._after_chain):
+            return
+        cc = CallbackContext(ctx)
+        with trio.move_on_after(ctx._invocation.runner.cleanup_timeout, shield=True):
+            try:
+                if plugins:
+                    await plugins.after_agent(self, cc)
+                await run_callback_chain(self._after_chain, callback_context=cc)
+            except Exception:
+                logger.exception("after-agent callback of %r failed during cancellation", self.name)
+
     def _callback_event(self, result: object, cc: CallbackContext) -> Event:
         if not isinstance(result, Content):
             raise ConfigurationError(
@@ -224,6 +250,13 @@ class BaseAgent:
                     await plugins.on_agent_error(self, CallbackContext(ctx), exc)
             except PluginError as hook_failure:
                 exc.add_note(f"also: {hook_failure} ({hook_failure.__cause__!r})")
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """True for ``trio.Cancelled`` or a group made only of cancellations."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(e) for e in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
 
 
 def _check_name(name: object) -> None:

@@ -34,10 +34,12 @@ class LlmAgent(BaseAgent):
 
     Fields follow ADK: ``model`` (a :class:`~trio_agents.models.Model` or a registered name;
     empty inherits from the nearest LLM ancestor, R-LLM-9), ``instruction`` (a template, R-TPL, or
-    a provider callable that bypasses substitution), ``tools`` (functions or tools),
-    ``output_key``, ``output_schema`` / ``input_schema`` (attrs classes, dataclasses or JSON
-    schema dicts), ``include_contents`` (``"default"`` or ``"none"``), the transfer flags,
-    ``generate_content_config`` and the model/tool callbacks (callable or list, sync or async).
+    a provider callable that bypasses substitution), ``global_instruction`` (deprecated in ADK:
+    the root agent's applies to every LLM agent of the tree, before the agent's own instruction),
+    ``tools`` (functions or tools), ``output_key``, ``output_schema`` / ``input_schema`` (attrs
+    classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
+    ``"none"``), the transfer flags, ``generate_content_config`` and the model/tool callbacks
+    (callable or list, sync or async).
     """
 
     default_model: ClassVar[Model | str | None] = None
@@ -48,6 +50,7 @@ class LlmAgent(BaseAgent):
         name: str,
         model: Model | str = "",
         instruction: str | InstructionProvider = "",
+        global_instruction: str | InstructionProvider = "",
         description: str = "",
         tools: Sequence[ToolSpec] = (),
         output_key: str | None = None,
@@ -73,6 +76,7 @@ class LlmAgent(BaseAgent):
             )
         self.model = model
         self.instruction = instruction
+        self.global_instruction = global_instruction
         self.tools: list[BaseTool] = [_as_tool(t, name) for t in tools]
         self.output_key = output_key
         self.output_schema = output_schema

@@ -43,11 +43,28 @@ class History:
     call_index: dict[str, int] = attrs.field(factory=dict)
     """Where each function call of this history sits in ``contents``."""
 
+    last_id: str | None = None
+    """The id of the last event converted, to notice a history that is not the one we built."""
+
     def update(self, events: Sequence[Event]) -> None:
-        """Convert the events committed since the last update."""
+        """Convert the events committed since the last update (O(new events)).
+
+        Histories are kept across invocations of a session; if ``events`` is not the sequence
+        this history was built from (another window of it, a recreated session), start over.
+        """
+        if self.seen and (self.seen > len(events) or events[self.seen - 1].id != self.last_id):
+            self._reset()
         for index in range(self.seen, len(events)):
             self._add(events[index])
         self.seen = len(events)
+        if events:
+            self.last_id = events[-1].id
+
+    def _reset(self) -> None:
+        self.seen = self.turn_start = 0
+        self.contents = []
+        self.call_index = {}
+        self.last_id = None
 
     def _add(self, event: Event) -> None:
         content = event.content
@@ -88,10 +105,31 @@ class History:
         contents = self.contents
         late = self._late_answer()
         if late is not None:
-            return [*contents[: late + 1], contents[-1]]
+            return [*contents[: late + 1], self._answers_to(late)]
         if include == "none":
             return contents[self.turn_start :]
         return list(contents)
+
+    def _answers_to(self, late: int) -> Content:
+        """The latest answer merged with the latest answers to its sibling calls.
+
+        The calls of the content at ``late`` keep one response each, in call order, so that the
+        model never sees a call without its response (providers that pair them reject that).
+        """
+        last = self.contents[-1]
+        ids = [p.function_call.id for p in self.contents[late].parts if p.function_call]
+        latest: dict[str | None, Part] = {}
+        for content in self.contents[late + 1 :]:  # later answers win; the newest is last
+            for part in content.parts:
+                if part.function_response is not None and part.function_response.id in ids:
+                    latest[part.function_response.id] = part
+        merged = [latest[i] for i in ids if i in latest]
+        others = [
+            p
+            for p in last.parts
+            if p.function_response is None or p.function_response.id not in ids
+        ]
+        return attrs.evolve(last, parts=[*merged, *others])
 
     def _late_answer(self) -> int | None:
         if len(self.contents) < 3:

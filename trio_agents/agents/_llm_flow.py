@@ -16,7 +16,7 @@ import attrs
 
 from .._callbacks import run_callback_chain
 from .._content import Content
-from .._context import CallbackContext, EventActionsDraft, InvocationContext
+from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
 from .._errors import LlmCallLimitError
 from .._events import Event
 from .._ids import new_function_call_id
@@ -29,7 +29,7 @@ from ._llm_contents import history_for
 from ._llm_tools import run_function_calls
 
 if TYPE_CHECKING:
-    from ._llm import LlmAgent
+    from ._llm import InstructionProvider, LlmAgent
 
 __all__ = ["run_llm_agent"]
 
@@ -75,21 +75,34 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
         generation_config=dict(agent.generate_content_config),
         labels={"adk_agent_name": agent.name},
     )
-    request.append_instructions(await _instruction(agent, ctx), _identity(agent))
+    request.append_instructions(
+        await _global_instruction(agent, ctx),
+        await _instruction(agent.instruction, ctx),
+        _identity(agent),
+    )
     request.contents = history_for(ctx).request_contents(agent.include_contents)
     tool_context = ToolContext(ctx)
     for tool in agent.run_tools:
-        tool.process_llm_request(tool_context=tool_context, llm_request=request)
+        await tool.process_llm_request(tool_context=tool_context, llm_request=request)
     if agent.output_schema is not None and not agent.tools:
         request.response_schema = output_json_schema(agent)
     return request
 
 
-async def _instruction(agent: LlmAgent, ctx: InvocationContext) -> str:
-    instruction = agent.instruction
+async def _global_instruction(agent: LlmAgent, ctx: InvocationContext) -> str:
+    """The root agent's ``global_instruction``, when the root is an LLM agent (R-TPL-2)."""
+    from ._llm import LlmAgent
+
+    root = agent.root_agent
+    if not isinstance(root, LlmAgent):
+        return ""
+    return await _instruction(root.global_instruction, ctx)
+
+
+async def _instruction(instruction: str | InstructionProvider, ctx: InvocationContext) -> str:
     if not instruction:
         return ""
-    readonly = CallbackContext(ctx)
+    readonly = ReadonlyContext(ctx)  # a provider must not write state nobody would persist
     if callable(instruction):  # a provider bypasses substitution (R-TPL)
         text = instruction(readonly)
         return await text if inspect.isawaitable(text) else text

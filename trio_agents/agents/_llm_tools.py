@@ -9,6 +9,7 @@ propagates (the Runner answers the calls left open when the run ends).
 from __future__ import annotations
 
 import copy
+import json
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -19,7 +20,7 @@ from .._context import EventActionsDraft, InvocationContext
 from .._errors import SerializationError, ToolError
 from .._events import Event, EventActions
 from .._serde import check_json_value
-from .._util import single_failure
+from .._util import without_cancelled
 from ..tools._base import BaseTool, ToolContext
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ async def run_function_calls(agent: LlmAgent, ctx: InvocationContext, event: Eve
             for index, call in enumerate(calls):
                 nursery.start_soon(_run_call, agent, ctx, call, results, index)
     except BaseExceptionGroup as group:
-        failure = single_failure(group) or group
+        failure = without_cancelled(group)
     response = _merged_event(agent, calls, results)
     committed = await ctx.emit(response) if response is not None else None
     if failure is not None:
@@ -58,7 +59,7 @@ async def _run_call(
     tool = agent.tools_by_name.get(call.name)
     tool_context = ToolContext(ctx, function_call_id=call.id)
     if tool is None:
-        results[index] = (_unknown_tool(agent, call.name), tool_context.actions)
+        results[index] = (await _unknown(agent, ctx, call, tool_context), tool_context.actions)
         return
     args = copy.deepcopy(dict(call.args))  # R-TOOL-1: callbacks and tool share this copy
     result = await _invoke(agent, ctx, tool, args, tool_context)
@@ -76,11 +77,7 @@ async def _invoke(
 ) -> Any:
     plugins = ctx.plugin_manager
     chains = agent.callbacks
-    result = await plugins.before_tool(tool, args, tool_context) if plugins else None
-    if result is None:
-        result = await run_callback_chain(
-            chains["before_tool_callback"], tool=tool, args=args, tool_context=tool_context
-        )
+    result = await _before_tool(agent, ctx, tool, args, tool_context)
     if result is None:
         result = await _run_tool(agent, ctx, tool, args, tool_context)
     replacement = await plugins.after_tool(tool, args, tool_context, result) if plugins else None
@@ -105,19 +102,73 @@ async def _run_tool(
     try:
         return await tool.run_async(args=args, tool_context=tool_context)
     except Exception as exc:
-        plugins = ctx.plugin_manager
-        recovered = await plugins.on_tool_error(tool, args, tool_context, exc) if plugins else None
-        if recovered is None:
-            recovered = await run_callback_chain(
-                agent.callbacks["on_tool_error_callback"],
-                tool=tool,
-                args=args,
-                tool_context=tool_context,
-                error=exc,
-            )
+        recovered = await _on_tool_error(agent, ctx, tool, args, tool_context, exc)
         if recovered is None:
             raise
         return recovered
+
+
+async def _before_tool(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+) -> Any:
+    """Plugins, then the agent's before-tool callbacks; the first non-None answer wins."""
+    plugins = ctx.plugin_manager
+    result = await plugins.before_tool(tool, args, tool_context) if plugins else None
+    if result is None:
+        result = await run_callback_chain(
+            agent.callbacks["before_tool_callback"], tool=tool, args=args, tool_context=tool_context
+        )
+    return result
+
+
+async def _on_tool_error(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+    error: Exception,
+) -> Any:
+    """Plugins, then the agent's on-tool-error callbacks; a non-None result recovers."""
+    plugins = ctx.plugin_manager
+    recovered = await plugins.on_tool_error(tool, args, tool_context, error) if plugins else None
+    if recovered is None:
+        recovered = await run_callback_chain(
+            agent.callbacks["on_tool_error_callback"],
+            tool=tool,
+            args=args,
+            tool_context=tool_context,
+            error=error,
+        )
+    return recovered
+
+
+class _UnknownTool(BaseTool):
+    """Stands in for a tool the model named but the agent does not have (R-TOOL-3)."""
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        raise ValueError(f"no tool named {self.name!r}")
+
+
+async def _unknown(
+    agent: LlmAgent, ctx: InvocationContext, call: FunctionCall, tool_context: ToolContext
+) -> dict[str, Any]:
+    """R-TOOL-3 [2.13]: before-tool callbacks may answer; else the error callbacks see a
+    ``ValueError``; else the model is told which tools exist. After-tool callbacks are skipped."""
+    stand_in = _UnknownTool(name=call.name)
+    args = copy.deepcopy(dict(call.args))
+    answer = await _before_tool(agent, ctx, stand_in, args, tool_context)
+    if answer is not None:
+        return _normalized(answer, stand_in, call)
+    message = _unknown_tool(agent, call.name)
+    recovered = await _on_tool_error(
+        agent, ctx, stand_in, args, tool_context, ValueError(message["error"])
+    )
+    return message if recovered is None else _normalized(recovered, stand_in, call)
 
 
 def _unknown_tool(agent: LlmAgent, name: str) -> dict[str, Any]:
@@ -158,11 +209,29 @@ def _merged_event(
         _merge_actions(merged, actions)
     if not parts:
         return None
+    parts.extend(_display_texts(agent, calls, results))
     return Event(
         author=agent.name,
         content=Content(role="user", parts=parts),
         actions=merged.freeze() if not merged.is_empty() else EventActions(),
     )
+
+
+def _display_texts(
+    agent: LlmAgent, calls: list[FunctionCall], results: list[_Result | None]
+) -> list[Part]:
+    """R-AT-8 [2.13]: an agent tool that skips summarization also shows its answer as text."""
+    texts: list[Part] = []
+    for call, result in zip(calls, results, strict=True):
+        tool = agent.tools_by_name.get(call.name)
+        if result is None or not getattr(tool, "skip_summarization", False):
+            continue
+        response, actions = result
+        if not actions.skip_summarization:
+            continue  # the tool withdrew it (e.g. a child left waiting on a long-running call)
+        answer = response.get("result", response)
+        texts.append(Part.from_text(answer if isinstance(answer, str) else json.dumps(answer)))
+    return texts
 
 
 def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from .._context import InvocationContext
-from .._util import single_failure
+from .._util import without_cancelled
 from ._base import BaseAgent
 
 __all__ = ["ParallelAgent", "child_branch"]
@@ -44,7 +44,7 @@ class ParallelAgent(BaseAgent):
                     branch = child_branch(ctx.branch, self.name, agent.name)
                     nursery.start_soon(agent.run, watched.for_branch(branch))
         except BaseExceptionGroup as group:
-            failure = single_failure(group)
-            if failure is None:
+            failure = without_cancelled(group)
+            if failure is group:
                 raise
             raise failure from failure.__cause__

@@ -65,8 +65,10 @@ class TransferToAgentTool(BaseTool):
             },
         )
 
-    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> None:
-        super().process_llm_request(tool_context=tool_context, llm_request=llm_request)
+    async def process_llm_request(
+        self, *, tool_context: ToolContext, llm_request: LlmRequest
+    ) -> None:
+        await super().process_llm_request(tool_context=tool_context, llm_request=llm_request)
         llm_request.append_instructions(transfer_instructions(self.source, self.targets))
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
@@ -144,24 +146,21 @@ def _candidate(root: BaseAgent, event: Event) -> BaseAgent | None:
     target_name = event.actions.transfer_to_agent
     if target_name and _is_llm(author):
         target = root.find_agent(target_name)
-        if (
-            target in transfer_targets(author)
-            and target is not None
-            and _transferable(root, target)
-        ):
+        if target in transfer_targets(author) and target is not None and _transferable(target):
             return target
-    if author is root or _transferable(root, author):
+    if author is root or _transferable(author):
         return author
     return None
 
 
-def _transferable(root: BaseAgent, agent: BaseAgent) -> bool:
-    """The agent and every ancestor up to the root are LLM agents that allow going up."""
+def _transferable(agent: BaseAgent) -> bool:
+    """The agent and every ancestor, the root included, are LLM agents that allow going up.
+
+    The root's own flag counts too, as in ADK's ``is_transferable_across_agent_tree``.
+    """
     node: BaseAgent | None = agent
     while node is not None:
-        if not _is_llm(node):
-            return False
-        if node is not root and node.disallow_transfer_to_parent:
+        if not _is_llm(node) or node.disallow_transfer_to_parent:
             return False
         node = node.parent_agent
     return True

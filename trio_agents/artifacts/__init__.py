@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import ArtifactService as ArtifactService
+from ._file import FileArtifactService as FileArtifactService
 from ._memory import InMemoryArtifactService as InMemoryArtifactService
 
-__all__ = ["ArtifactService", "InMemoryArtifactService"]
+__all__ = ["ArtifactService", "FileArtifactService", "InMemoryArtifactService"]

@@ -88,7 +88,7 @@ class Model(abc.ABC):
     @contextlib.asynccontextmanager
     async def stream(
         self, request: LlmRequest
-    ) -> AsyncIterator[trio.MemoryReceiveChannel[LlmResponse]]:
+    ) -> AsyncIterator[trio.abc.ReceiveChannel[LlmResponse]]:
         """A channel of partial chunks followed by the final aggregate (``partial`` not True)."""
         response = await self.generate(request)
         send, receive = trio.open_memory_channel[LlmResponse](1)

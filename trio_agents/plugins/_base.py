@@ -18,9 +18,17 @@ class BasePlugin:
     """Subclass and override the hooks you need; every hook is async and keyword-only.
 
     A hook returning ``None`` observes; a non-None result intervenes (the first non-None result
-    among the plugins, in registration order, wins and the rest of the chain is skipped).
-    Model and tool hooks receive the objects defined by :mod:`trio_agents.models` and
-    :mod:`trio_agents.tools`.
+    among the plugins, in registration order, wins and the rest of the chain is skipped, the
+    agent-, model- or tool-level callbacks of that kind included). Model and tool hooks receive
+    the objects defined by :mod:`trio_agents.models` and :mod:`trio_agents.tools`.
+
+    Hooks run in the task of the work they surround, so hook calls from sibling
+    :class:`~trio_agents.ParallelAgent` branches, from concurrent tool calls and from concurrent
+    invocations interleave: keep per-invocation state in a dict keyed by
+    ``invocation_context.invocation_id`` (``callback_context.invocation_id``), create it lazily,
+    and drop it in ``after_run_callback`` and ``on_run_error_callback`` (one of the two ends
+    every invocation that reached ``before_run``). No hook of an invocation runs after its
+    ``after_run_callback``. A hook that raises becomes :class:`~trio_agents.PluginError`.
     """
 
     def __init__(self, name: str) -> None:

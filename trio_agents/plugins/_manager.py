@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
 
 from .._content import Content
 from .._errors import ConfigurationError, PluginError
@@ -18,14 +22,18 @@ __all__ = ["PluginManager"]
 
 T = TypeVar("T")
 
+logger = logging.getLogger("trio_agents.plugins")
+
 
 class PluginManager:
     """Runs plugin hooks in registration order.
 
     For intervening hooks the first non-None result wins and later plugins are skipped. An
     exception inside a hook becomes :class:`~trio_agents.PluginError` naming the plugin and the
-    hook, chained to the cause. Notification hooks (errors, after-run) never mask the original
-    error: their own failures are raised only when nothing else is propagating.
+    hook, chained to the cause; so does a result of the wrong type from ``on_user_message`` or
+    ``on_event``. Notification hooks (errors, after-run, close) call every plugin and then raise
+    the first failure (later ones are attached as notes); the Runner only adds them as notes to an
+    error that is already propagating, so they never mask it.
     """
 
     def __init__(self, plugins: Sequence[BasePlugin] = ()) -> None:
@@ -41,29 +49,42 @@ class PluginManager:
     def __bool__(self) -> bool:
         return bool(self.plugins)
 
-    async def first(self, hook: str, call: Callable[[BasePlugin], Awaitable[T | None]]) -> T | None:
-        """Call ``call(plugin)`` for each plugin until one returns non-None."""
+    async def first(
+        self,
+        hook: str,
+        call: Callable[[BasePlugin], Awaitable[T | None]],
+        expect: type | tuple[type, ...] | None = None,
+    ) -> T | None:
+        """Call ``call(plugin)`` for each plugin until one returns non-None.
+
+        With ``expect``, a non-None result that is not an instance of it is the plugin's fault:
+        :class:`~trio_agents.PluginError` chained to a ``TypeError``.
+        """
         for plugin in self.plugins:
             try:
                 result = await call(plugin)
             except Exception as exc:
                 raise PluginError(plugin=plugin.name, hook=hook) from exc
             if result is not None:
+                if expect is not None and not isinstance(result, expect):
+                    wrong = TypeError(
+                        f"{hook} must return {_names(expect)} or None, got {type(result).__name__}"
+                    )
+                    raise PluginError(plugin=plugin.name, hook=hook) from wrong
                 return result
         return None
 
     async def notify(self, hook: str, call: Callable[[BasePlugin], Awaitable[object]]) -> None:
         """Call ``call(plugin)`` for every plugin; raise the first failure after all ran."""
-        failure: PluginError | None = None
+        failures: list[PluginError] = []
         for plugin in self.plugins:
             try:
                 await call(plugin)
             except Exception as exc:
-                if failure is None:
-                    failure = PluginError(plugin=plugin.name, hook=hook)
-                    failure.__cause__ = exc
-        if failure is not None:
-            raise failure
+                failure = PluginError(plugin=plugin.name, hook=hook)
+                failure.__cause__ = exc
+                failures.append(failure)
+        _raise_first(failures)
 
     # -- typed entry points used by the runtime ----------------------------------------------------
 
@@ -71,16 +92,21 @@ class PluginManager:
         return await self.first(
             "on_user_message_callback",
             lambda p: p.on_user_message_callback(invocation_context=ctx, user_message=message),
+            Content,
         )
 
     async def before_run(self, ctx: InvocationContext) -> Content | None:
-        return await self.first(
+        """The first non-None result; anything but a ``Content`` is ignored (R-PLG-7)."""
+        result = await self.first(
             "before_run_callback", lambda p: p.before_run_callback(invocation_context=ctx)
         )
+        return result if isinstance(result, Content) else None
 
     async def on_event(self, ctx: InvocationContext, event: Event) -> Event | None:
         return await self.first(
-            "on_event_callback", lambda p: p.on_event_callback(invocation_context=ctx, event=event)
+            "on_event_callback",
+            lambda p: p.on_event_callback(invocation_context=ctx, event=event),
+            Event,
         )
 
     async def after_run(self, ctx: InvocationContext) -> None:
@@ -156,5 +182,38 @@ class PluginManager:
             ),
         )
 
-    async def close(self) -> None:
-        await self.notify("close", lambda p: p.close())
+    async def close(self, *, per_plugin_timeout: float | None = None) -> None:
+        """Close every plugin, each within ``per_plugin_timeout`` seconds; raise the first failure.
+
+        A plugin whose ``close`` is still running after ``per_plugin_timeout`` is cancelled,
+        logged and abandoned; the next plugin is closed all the same.
+        """
+        timeout = per_plugin_timeout
+        failures: list[PluginError] = []
+        for plugin in self.plugins:
+            with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+                try:
+                    await plugin.close()
+                except Exception as exc:
+                    failure = PluginError(plugin=plugin.name, hook="close")
+                    failure.__cause__ = exc
+                    failures.append(failure)
+            if scope.cancelled_caught:
+                logger.warning(
+                    "plugin %r did not close within %s seconds; abandoned", plugin.name, timeout
+                )
+        _raise_first(failures)
+
+
+def _raise_first(failures: list[PluginError]) -> None:
+    if not failures:
+        return
+    first = failures[0]
+    for other in failures[1:]:
+        first.add_note(f"also: {other} ({other.__cause__!r})")
+    raise first
+
+
+def _names(expect: type | tuple[type, ...]) -> str:
+    types = expect if isinstance(expect, tuple) else (expect,)
+    return " or ".join(t.__name__ for t in types)

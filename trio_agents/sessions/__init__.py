@@ -9,11 +9,15 @@ from ._base import (
     SessionService as SessionService,
 )
 from ._memory import InMemorySessionService as InMemorySessionService
+from ._postgres import PostgresSessionService as PostgresSessionService
+from ._sqlite import SqliteSessionService as SqliteSessionService
 
 __all__ = [
     "EventLog",
     "GetSessionConfig",
     "InMemorySessionService",
+    "PostgresSessionService",
     "Session",
     "SessionService",
+    "SqliteSessionService",
 ]

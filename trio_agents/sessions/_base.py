@@ -98,7 +98,7 @@ def _event_log(value: Iterable[Event] | EventLog) -> EventLog:
     return value if isinstance(value, EventLog) else EventLog(list(value))
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, on_setattr=attrs.setters.NO_OP)
 class Session:
     """A snapshot of one conversation: merged state, history and the store's revision.
 

@@ -12,7 +12,14 @@ import trio
 from .._errors import SessionExistsError, SessionNotFoundError, StaleSessionError
 from .._events import Event
 from .._ids import new_session_id, now
-from .._state import check_state_delta, merged_state, split_state_delta
+from .._state import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
+    check_state_delta,
+    merged_state,
+    split_state_delta,
+)
 from ._base import EventLog, GetSessionConfig, Session, SessionService
 
 __all__ = ["InMemorySessionService"]
@@ -27,6 +34,23 @@ def _copied(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_copied(item) for item in value)
     return value
+
+
+_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _plain(delta: Mapping[str, Any], state: dict[str, Any]) -> bool:
+    """Fold ``delta`` into ``state`` when it is the common case, in one pass; True if it was.
+
+    The common case: session keys (no ``app:``, ``user:`` or ``temp:`` prefix) with str, int,
+    bool or None values, which need no JSON check beyond their type and no copy. Otherwise
+    nothing is changed and the caller takes the general path.
+    """
+    for key, value in delta.items():
+        if type(key) is not str or ":" in key or type(value) not in _SCALARS:
+            return False
+    state.update(delta)
+    return True
 
 
 @attrs.define(eq=False)
@@ -115,15 +139,11 @@ class InMemorySessionService(SessionService):
             raise SessionNotFoundError(session.id)
         if session.revision != stored.revision:
             raise StaleSessionError(session.id, expected=session.revision, actual=stored.revision)
-        event = self._prepare_event(session, event)
         delta = event.actions.state_delta
-        if delta:
-            app, user, own = map(_copied, split_state_delta(delta))
-            if app:
-                self._app_state.setdefault(stored.app_name, {}).update(app)
-            if user:
-                self._user_state.setdefault((stored.app_name, stored.user_id), {}).update(user)
-            stored.state.update(own)
+        if delta and not _plain(delta, stored.state):
+            event = self._prepare_event(session, event)
+            delta = event.actions.state_delta
+            self._fold(stored, delta)
         stored.events.append(event)
         stored.revision += 1
         stored.last_update_time = event.timestamp
@@ -137,6 +157,21 @@ class InMemorySessionService(SessionService):
         return event
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _fold(self, stored: _Stored, delta: Mapping[str, Any]) -> None:
+        """Apply a committed delta: one pass, containers copied (R-ST-7), scopes split."""
+        for key, value in delta.items():
+            if isinstance(value, (dict, list, tuple)):
+                value = _copied(value)
+            if ":" not in key:
+                stored.state[key] = value
+            elif key.startswith(APP_PREFIX):
+                self._app_state.setdefault(stored.app_name, {})[key[len(APP_PREFIX) :]] = value
+            elif key.startswith(USER_PREFIX):
+                scope = self._user_state.setdefault((stored.app_name, stored.user_id), {})
+                scope[key[len(USER_PREFIX) :]] = value
+            elif not key.startswith(TEMP_PREFIX):
+                stored.state[key] = value
 
     @staticmethod
     def _checked(state: Mapping[str, Any]) -> Mapping[str, Any]:

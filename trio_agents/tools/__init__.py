@@ -9,12 +9,22 @@ from ._function import (
     FunctionTool as FunctionTool,
     LongRunningFunctionTool as LongRunningFunctionTool,
 )
+from ._memory_tools import (
+    LoadMemoryTool as LoadMemoryTool,
+    PreloadMemoryTool as PreloadMemoryTool,
+    load_memory as load_memory,
+    preload_memory as preload_memory,
+)
 
 __all__ = [
     "AgentTool",
     "BaseTool",
     "FunctionTool",
+    "LoadMemoryTool",
     "LongRunningFunctionTool",
+    "PreloadMemoryTool",
     "ToolContext",
     "exit_loop",
+    "load_memory",
+    "preload_memory",
 ]

@@ -74,11 +74,22 @@ class AgentTool(BaseTool):
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         if self.skip_summarization:
             tool_context.actions.skip_summarization = True
-        last = await self._run_child(self._input_text(args), tool_context)
+        last, pending = await self._run_child(self._input_text(args), tool_context)
+        if pending:  # R-AT-7: the child session is discarded, so nothing could answer these
+            tool_context.actions.skip_summarization = None
+            return {
+                "result": f"Error: agent {self.agent.name!r} stopped waiting on unresolved "
+                f"long-running tool call(s) (pending call ids: {sorted(pending)}), which "
+                "AgentTool cannot resume."
+            }
         return self._result(last)
 
-    async def _run_child(self, text: str, tool_context: ToolContext) -> Event | None:
-        from .._runner import RunConfig, Runner
+    async def _run_child(
+        self, text: str, tool_context: ToolContext
+    ) -> tuple[Event | None, set[str]]:
+        """Run the child; return its last event with content (or an error) and the ids of the
+        long-running calls it left unanswered."""
+        from .._runner import Runner, StreamingMode
         from ..sessions._memory import InMemorySessionService
 
         ctx = tool_context.invocation_context
@@ -95,20 +106,28 @@ class AgentTool(BaseTool):
         session = await runner.session_service.create_session(
             app_name=parent.app_name, user_id=parent.user_id, state=state
         )
-        config = RunConfig(max_llm_calls=ctx.run_config.max_llm_calls)
+        # The parent's settings, unstreamed: only the last event's content is used (R-AT-3).
+        config = attrs.evolve(ctx.run_config, streaming_mode=StreamingMode.NONE)
         last: Event | None = None
-        async with runner.run(
-            user_id=parent.user_id,
-            session_id=session.id,
-            new_message=Content(role="user", parts=[Part(text=text)]),
-            run_config=config,
-        ) as events:
-            async for event in events:
-                if event.actions.state_delta:
-                    tool_context.state.update(event.actions.state_delta)  # R-AT-5
-                if event.content is not None or event.error_message:
-                    last = event
-        return last
+        pending: set[str] = set()
+        try:
+            async with runner.run(
+                user_id=parent.user_id,
+                session_id=session.id,
+                new_message=Content(role="user", parts=[Part(text=text)]),
+                run_config=config,
+            ) as events:
+                async for event in events:
+                    if event.actions.state_delta:
+                        tool_context.state.update(event.actions.state_delta)  # R-AT-5
+                    if event.content is not None or event.error_message:
+                        last = event
+                    pending |= event.long_running_tool_ids or set()
+                    pending -= {r.id for r in event.get_function_responses() if r.id}
+        except Exception as exc:
+            _forget_failure_site(exc)
+            raise
+        return last, pending
 
     def _result(self, last: Event | None) -> Any:
         from ..agents._output import validate_output
@@ -122,6 +141,18 @@ class AgentTool(BaseTool):
         if schema is not None and text.strip():
             return validate_output(schema, json.loads(text), where=f"agent tool {self.name!r}")
         return {"result": text}
+
+
+def _forget_failure_site(exc: BaseException) -> None:
+    """Drop the child agent recorded as the failure site: the child's agents are not in the
+    parent's tree, so the parent's own agent is named in the parent session's error event."""
+    from ..agents._base import FAILURE_ATTR
+
+    if FAILURE_ATTR in vars(exc):
+        delattr(exc, FAILURE_ATTR)
+    if isinstance(exc, BaseExceptionGroup):
+        for member in exc.exceptions:
+            _forget_failure_site(member)
 
 
 @attrs.define

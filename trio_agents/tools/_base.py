@@ -49,7 +49,9 @@ class BaseTool(abc.ABC):
         """How the model sees this tool, or None for tools that only edit the request."""
         return None
 
-    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> None:
+    async def process_llm_request(
+        self, *, tool_context: ToolContext, llm_request: LlmRequest
+    ) -> None:
         """Add this tool to ``llm_request`` (its declaration, by default)."""
         declaration = self.declaration()
         if declaration is not None:

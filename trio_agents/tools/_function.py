@@ -8,7 +8,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import cattrs
@@ -25,13 +25,50 @@ __all__ = ["FunctionTool", "LongRunningFunctionTool"]
 _converter = cattrs.Converter()
 
 
+def _is_enum(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, enum.Enum)
+
+
+def _structure_enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
+    """A member from its value, or from the string form the declaration offers (``"1"``)."""
+    if isinstance(value, cls):
+        return value
+    for member in cls:
+        if member.value == value or (isinstance(value, str) and str(member.value) == value):
+            return member
+    raise ValueError(f"{value!r} is not a valid {cls.__name__}")
+
+
+def _register_enums(hint: Any, seen: set[int]) -> None:
+    """Route every enum reachable from ``hint`` through :func:`_structure_enum`.
+
+    Registered per class: cattrs would otherwise dispatch an ``IntEnum`` as an ``int``.
+    """
+    if id(hint) in seen:
+        return
+    seen.add(id(hint))
+    if _is_enum(hint):
+        _converter.register_structure_hook(hint, _structure_enum)
+    elif isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
+        for field_hint in typing.get_type_hints(hint).values():
+            _register_enums(field_hint, seen)
+    elif typing.get_origin(hint) is not typing.Literal:
+        for arg in typing.get_args(hint):
+            _register_enums(arg, seen)
+
+
 def _is_context(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, CallbackContext)
 
 
 def _needs_structuring(hint: Any) -> bool:
-    return isinstance(hint, type) and (
-        attrs.has(hint) or dataclasses.is_dataclass(hint) or issubclass(hint, enum.Enum)
+    """Whether ``hint`` names a record or an enum, also inside ``Optional``, ``list[...]``..."""
+    if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
+        return True
+    if _is_enum(hint):
+        return True
+    return typing.get_origin(hint) is not typing.Literal and any(
+        _needs_structuring(arg) for arg in typing.get_args(hint)
     )
 
 
@@ -76,6 +113,9 @@ class FunctionTool(BaseTool):
         self._declaration = FunctionDeclaration(
             name=self.name, description=self.description, parameters=self._schema()
         )
+        seen: set[int] = set()
+        for param_name in self._params:
+            _register_enums(self._hints.get(param_name, Any), seen)
 
     def _schema(self) -> dict[str, Any] | None:
         if not self._params:
@@ -125,8 +165,17 @@ class LongRunningFunctionTool(FunctionTool):
     the client answers later with a ``FunctionResponse`` carrying the call id.
     """
 
+    NOTE: ClassVar[str] = (
+        "NOTE: this is a long-running operation. Do not call this tool again if it has already "
+        "returned a pending or intermediate status; its final result arrives later."
+    )
+    """Appended to the description so the model does not call the tool again (ADK §2.8)."""
+
     def __init__(self, func: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(func, is_long_running=True, **kwargs)
+        described = f"{self.description}\n\n{self.NOTE}" if self.description else self.NOTE
+        self.description = described
+        self._declaration = attrs.evolve(self._declaration, description=described)
 
 
 def _type_hints(func: Callable[..., Any], name: str) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from typing import TypeAlias
 import attrs
 import trio
 
-from ._content import Content
-from ._errors import ModelError
-from ._ids import use_clock, use_id_provider
-from .models._base import LlmRequest, LlmResponse, Model
+from .._content import Content
+from .._errors import ModelError
+from .._ids import use_clock, use_id_provider
+from ..models._base import LlmRequest, LlmResponse, Model
 
 __all__ = ["ScriptedModel", "fixed_clock", "sequential_ids"]
 

@@ -1,0 +1,199 @@
+"""``output_key`` and ``output_schema`` (R-OUT common core, ARCHITECTURE §4; S-OUT-*).
+
+trio_agents writes the key from the agent's *own* final text response, non-thought text only,
+without 2.13's cross-step accumulation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import attrs
+import pytest
+
+from tests.agents.llm_helpers import Chat, call, calls, chat, fc, kinds, model_text
+from trio_agents import LlmAgent
+from trio_agents.testing import ScriptedModel
+
+
+@attrs.define
+class Verdict:
+    score: int
+    reason: str = ""
+
+
+@dataclasses.dataclass
+class Pair:
+    left: str
+    right: int | None = None
+
+
+def lookup(q: str) -> str:
+    return f"found {q}"
+
+
+# -- output_key ----------------------------------------------------------------------------------
+
+
+async def test_output_key_saves_the_final_text_r_out() -> None:
+    session = await Chat.start(
+        LlmAgent(name="a", model=ScriptedModel([model_text("Hello ", "world")]), output_key="out")
+    )
+    (event,) = await session.send()
+    assert dict(event.actions.state_delta) == {"out": "Hello world"}
+    assert (await session.session()).state == {"out": "Hello world"}
+
+
+async def test_output_key_ignores_the_text_next_to_a_function_call_s_out_1() -> None:
+    model = ScriptedModel([calls(call("lookup", {"q": "a"}), text="Let me check. "), "Answer."])
+    session = await Chat.start(LlmAgent(name="a", model=model, tools=[lookup], output_key="out"))
+    events = await session.send()
+    assert [dict(e.actions.state_delta) for e in events] == [{}, {}, {"out": "Answer."}]
+    assert (await session.session()).state == {"out": "Answer."}
+
+
+async def test_output_key_skips_thought_parts_s_out_2() -> None:
+    model = ScriptedModel([model_text("visible", thought=("pondering",))])
+    session = await Chat.start(LlmAgent(name="a", model=model, output_key="out"))
+    await session.send()
+    assert (await session.session()).state == {"out": "visible"}
+
+
+async def test_output_key_is_only_written_from_the_agents_own_events_s_out_3() -> None:
+    helper = LlmAgent(name="b", model=ScriptedModel(["from b"]), output_key="b_out")
+    coordinator = LlmAgent(
+        name="coord",
+        model=ScriptedModel([fc("transfer_to_agent", {"agent_name": "b"})]),
+        output_key="coord_out",
+        sub_agents=[helper],
+    )
+    session = await Chat.start(coordinator)
+    events = await session.send()
+    assert (events[-1].author, events[-1].text) == ("b", "from b")
+    assert (await session.session()).state == {"b_out": "from b"}
+
+
+async def test_output_key_is_updated_each_turn_r_out() -> None:
+    session = await Chat.start(
+        LlmAgent(name="a", model=ScriptedModel(["one", "two"]), output_key="out")
+    )
+    await session.send()
+    await session.send()
+    assert (await session.session()).state == {"out": "two"}
+
+
+async def test_output_key_is_not_written_from_an_error_response_r_out() -> None:
+    session = await Chat.start(
+        LlmAgent(name="a", model=ScriptedModel([model_text(thought=("only",))]), output_key="out")
+    )
+    (event,) = await session.send()
+    assert event.error_code == "MODEL_RETURNED_NO_CONTENT"
+    assert (await session.session()).state == {}
+
+
+async def test_a_temp_output_key_is_visible_later_in_the_invocation_only_r_st_4() -> None:
+    from trio_agents import SequentialAgent
+
+    reader = ScriptedModel(["ok"])
+    seq = SequentialAgent(
+        name="seq",
+        sub_agents=[
+            LlmAgent(name="w", model=ScriptedModel(["secret"]), output_key="temp:out"),
+            LlmAgent(name="r", model=reader, instruction="saw {temp:out}"),
+        ],
+    )
+    session = await Chat.start(seq)
+    events = await session.send()
+    assert (reader.requests[0].system_instruction or "").startswith("saw secret\n\n")
+    assert dict(events[0].actions.state_delta) == {}
+    assert (await session.session()).state == {}
+
+
+# -- output_schema -------------------------------------------------------------------------------
+
+
+async def test_output_schema_sets_the_response_schema_and_parses_the_answer_r_out() -> None:
+    model = ScriptedModel([json.dumps({"score": 5})])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=Verdict, output_key="verdict")
+    )
+    (event,) = await session.send()
+    assert model.requests[0].response_schema == {
+        "type": "object",
+        "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}},
+        "required": ["score"],
+    }
+    assert event.error_code is None
+    assert (await session.session()).state == {"verdict": {"score": 5, "reason": ""}}
+
+
+async def test_output_schema_from_a_dataclass_r_out() -> None:
+    model = ScriptedModel(['{"left": "x"}'])
+    session = await Chat.start(LlmAgent(name="a", model=model, output_schema=Pair, output_key="p"))
+    await session.send()
+    schema = model.requests[0].response_schema
+    assert schema is not None
+    assert schema["required"] == ["left"]
+    assert (await session.session()).state == {"p": {"left": "x", "right": None}}
+
+
+async def test_output_schema_as_a_json_schema_dict_r_out() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}}
+    model = ScriptedModel(["[1, 2, 3]"])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=schema, output_key="o")
+    )
+    await session.send()
+    assert model.requests[0].response_schema == schema
+    assert (await session.session()).state == {"o": [1, 2, 3]}
+
+
+@pytest.mark.parametrize(
+    ("schema", "answer", "detail"),
+    [
+        (Verdict, "not json", "does not match output_schema"),
+        (Verdict, '{"reason": "no score"}', "score"),
+        (Verdict, '{"score": 1, "extra": 2}', "extra"),
+        ({"type": "object", "required": ["v"]}, '{"w": 1}', "'v'"),
+        ({"type": "object", "properties": {"v": {"type": "integer"}}}, '{"v": "x"}', "$.v"),
+        ({"type": "string", "enum": ["yes", "no"]}, '"maybe"', "maybe"),
+    ],
+    ids=["not-json", "missing", "extra-key", "dict-required", "dict-type", "dict-enum"],
+)
+async def test_an_answer_not_matching_the_schema_is_an_error_event_s_out(
+    schema: Any, answer: str, detail: str
+) -> None:
+    model = ScriptedModel([answer, "never"])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=schema, output_key="o")
+    )
+    (event,) = await session.send()
+    assert event.error_code == "INVALID_OUTPUT_SCHEMA"
+    assert event.error_message is not None
+    assert "'a'" in event.error_message
+    assert detail in event.error_message
+    assert event.text == answer  # the answer itself is kept for inspection
+    assert event.is_final_response()
+    assert len(model.requests) == 1
+    stored = await session.session()
+    assert "o" not in stored.state
+    assert [e.error_code for e in stored.events[1:]] == ["INVALID_OUTPUT_SCHEMA"]
+
+
+async def test_output_schema_is_validated_without_output_key_r_out() -> None:
+    model = ScriptedModel(["oops"])
+    (event,) = await chat(LlmAgent(name="a", model=model, output_schema=Verdict))
+    assert event.error_code == "INVALID_OUTPUT_SCHEMA"
+
+
+async def test_with_tools_the_schema_is_not_sent_but_the_answer_is_checked_r_llm_3() -> None:
+    model = ScriptedModel([fc("lookup", {"q": "a"}), '{"score": 7}'])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, tools=[lookup], output_schema=Verdict, output_key="v")
+    )
+    events = await session.send()
+    assert kinds(events) == ["FC:lookup", "FR:lookup", 'T:{"score": 7}']
+    assert [r.response_schema for r in model.requests] == [None, None]
+    assert (await session.session()).state == {"v": {"score": 7, "reason": ""}}

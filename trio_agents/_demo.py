@@ -1,0 +1,443 @@
+"""The built-in demo: ``python -m trio_agents demo``.
+
+Two small applications, both deterministic and offline:
+
+* ``workflow``: custom agents in a :class:`SequentialAgent` pipeline, with a
+  :class:`ParallelAgent` fan-out that gathers facts concurrently and a :class:`LoopAgent` that
+  refines a draft until a critic escalates;
+* ``assistant``: :class:`LlmAgent` s on a scripted model (no network): concurrent function tools,
+  an :class:`AgentTool`, a transfer to a billing agent, and a long-running approval tool answered
+  by the "human" in a later turn.
+
+Each prints its event stream as a timeline (author, branch, text, function calls, state changes)
+and the final session state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TextIO
+
+import trio
+
+from ._content import Content, Part
+from ._context import InvocationContext
+from ._events import Event, EventActions
+from ._runner import Runner
+from .agents import BaseAgent, LlmAgent, LoopAgent, ParallelAgent, SequentialAgent
+from .agents._llm_contents import CONTEXT_PREAMBLE
+from .artifacts import InMemoryArtifactService
+from .memory import InMemoryMemoryService, MemoryService, SqliteMemoryService
+from .models import LlmRequest, LlmResponse
+from .sessions import InMemorySessionService, SessionService, SqliteSessionService
+from .testing import ScriptedModel
+from .tools import AgentTool, FunctionTool, LongRunningFunctionTool, ToolContext, preload_memory
+
+__all__ = ["DEFAULT_DEMO_DB", "DEMOS", "assistant_app", "format_event", "run_demo", "workflow_app"]
+
+USER = "demo-user"
+DEFAULT_DEMO_DB = "trio_agents_demo.db"
+"""Where ``python -m trio_agents demo`` keeps its sessions (``--db``; ``--in-memory``: none)."""
+MODEL_ENV = "TRIO_AGENTS_DEMO_MODEL"
+"""Environment variable naming a real model for the assistant demo (offline when unset)."""
+
+# --------------------------------------------------------------------------- the timeline
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe_parts(event: Event) -> list[str]:
+    lines: list[str] = []
+    for part in event.content.parts if event.content else ():
+        if part.text and not part.thought:
+            lines.append(repr(part.text))
+        if (call := part.function_call) is not None:
+            args = ", ".join(f"{k}={_short(v, 30)}" for k, v in sorted(call.args.items()))
+            lines.append(f"-> call {call.name}({args})")
+        if (response := part.function_response) is not None:
+            lines.append(f"<- {response.name}: {_short(dict(response.response))}")
+    return lines
+
+
+def _describe_actions(event: Event) -> list[str]:
+    actions = event.actions
+    lines = [f"state {key} = {_short(value)}" for key, value in actions.state_delta.items()]
+    if actions.transfer_to_agent:
+        lines.append(f"transfer to {actions.transfer_to_agent}")
+    if actions.escalate:
+        lines.append("escalate")
+    if event.long_running_tool_ids:
+        lines.append("waiting for an answer (long-running tool)")
+    if event.error_code:
+        lines.append(f"error {event.error_code}: {event.error_message}")
+    return lines
+
+
+def format_event(index: int, event: Event) -> str:
+    """One timeline entry: a ``number  author  [branch]`` line, then what the event carries."""
+    head = f"{index:>3}  {event.author}" + (f"  [{event.branch}]" if event.branch else "")
+    details = _describe_parts(event) + _describe_actions(event)
+    return "\n".join([head, *(f"       {line}" for line in details)])
+
+
+async def _turn(
+    runner: Runner, session_id: str, message: Content | str, out: TextIO, counter: list[int]
+) -> list[Event]:
+    shown = message if isinstance(message, str) else message.text or "(function response)"
+    print(f"\n> user: {shown}", file=out)
+    events: list[Event] = []
+    async with runner.run(user_id=USER, session_id=session_id, new_message=message) as stream:
+        async for event in stream:
+            counter[0] += 1
+            events.append(event)
+            print(format_event(counter[0], event), file=out)
+    return events
+
+
+@contextlib.asynccontextmanager
+async def _demo_runner(
+    agent: BaseAgent, app_name: str, db: str | None, out: TextIO
+) -> AsyncIterator[tuple[Runner, str]]:
+    """A Runner on a SQLite file (or in memory) and the demo's session, continued if stored.
+
+    Memory lives beside the sessions (``<db>-memory``); the session is added to it at the end.
+    """
+    service: SessionService = SqliteSessionService(db) if db else InMemorySessionService()
+    memory: MemoryService = SqliteMemoryService(f"{db}-memory") if db else InMemoryMemoryService()
+    runner = Runner(
+        agent=agent,
+        app_name=app_name,
+        session_service=service,
+        artifact_service=InMemoryArtifactService(),
+        memory_service=memory,
+    )
+    try:
+        async with runner:
+            await _open_session(service, memory, app_name, db, out)
+            yield runner, "demo"
+            stored = await service.get_session(app_name=app_name, user_id=USER, session_id="demo")
+            assert stored is not None
+            await memory.add_session_to_memory(stored)
+    finally:
+        with trio.CancelScope(shield=True):
+            await memory.aclose()
+            close = getattr(service, "aclose", None)
+            if close is not None:
+                await close()
+
+
+async def _open_session(
+    service: SessionService, memory: MemoryService, app_name: str, db: str | None, out: TextIO
+) -> None:
+    session = await service.get_session(app_name=app_name, user_id=USER, session_id="demo")
+    if session is None:
+        await service.create_session(app_name=app_name, user_id=USER, session_id="demo")
+        print(f"   new session 'demo'{f' in {db}' if db else ''}", file=out)
+        return
+    remembered = {k: v for k, v in session.state.items() if k.startswith("user:")}
+    print(
+        f"   continuing session 'demo' in {db}: {len(session.events)} events stored; "
+        f"remembered: {remembered or 'nothing'}",
+        file=out,
+    )
+    found = await memory.search_memory(app_name=app_name, user_id=USER, query="refund")
+    for entry in found.memories[:2]:
+        print(f"   memory: {entry.author} said {entry.content.text!r}", file=out)
+
+
+async def _print_state(runner: Runner, session_id: str, out: TextIO) -> None:
+    session = await runner.session_service.get_session(
+        app_name=runner.app_name, user_id=USER, session_id=session_id
+    )
+    assert session is not None
+    print("\nfinal state:", file=out)
+    for key, value in sorted(session.state.items()):
+        print(f"  {key} = {_short(value, 100)}", file=out)
+    print(f"stored events: {len(session.events)}", file=out)
+
+
+# --------------------------------------------------------------------------- the workflow demo
+
+
+class Gatherer(BaseAgent):
+    """Looks something up (simulated with a sleep) and records the fact in state."""
+
+    topic: str = ""
+    fact: str = ""
+    latency: float = 0.0
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        await trio.sleep(self.latency)
+        await ctx.emit(
+            Event(
+                content=Content.from_text(f"{self.topic}: {self.fact}", role="model"),
+                actions=EventActions(state_delta={f"fact:{self.topic}": self.fact}),
+            )
+        )
+
+
+class Drafter(BaseAgent):
+    """Writes a draft from the gathered facts, taking the critic's notes into account."""
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        state = ctx.session.state
+        facts = sorted(key for key in state if key.startswith("fact:"))
+        notes = list(state.get("notes", []))
+        version = int(state.get("draft_version", 0)) + 1
+        draft = f"Briefing v{version}: " + "; ".join(state[k] for k in facts)
+        if notes:
+            draft += " (" + ", ".join(notes) + ")"
+        await ctx.emit(
+            Event(
+                content=Content.from_text(draft, role="model"),
+                actions=EventActions(state_delta={"draft": draft, "draft_version": version}),
+            )
+        )
+
+
+class Critic(BaseAgent):
+    """Asks for one more improvement per pass; escalates once the draft is good enough."""
+
+    wishes: tuple[str, ...] = ()
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        notes = list(ctx.session.state.get("notes", []))
+        if len(notes) >= len(self.wishes):
+            text, actions = "Good enough, ship it.", EventActions(escalate=True)
+        else:
+            wish = self.wishes[len(notes)]
+            text, actions = f"Please {wish}.", EventActions(state_delta={"notes": [*notes, wish]})
+        await ctx.emit(Event(content=Content.from_text(text, role="model"), actions=actions))
+
+
+class Publisher(BaseAgent):
+    """Publishes the final draft."""
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        draft = ctx.session.state.get("draft", "")
+        await ctx.emit(
+            Event(
+                content=Content.from_text(f"Published: {draft}", role="model"),
+                actions=EventActions(state_delta={"published": True}),
+            )
+        )
+
+
+def workflow_app() -> SequentialAgent:
+    """gather (parallel fan-out) → refine (loop until the critic escalates) → publish."""
+    gather = ParallelAgent(
+        name="gather",
+        description="Looks up facts concurrently.",
+        sub_agents=[
+            Gatherer(name="weather", topic="weather", fact="sunny, 21C", latency=0.03),
+            Gatherer(name="news", topic="news", fact="trio 0.32 released", latency=0.01),
+            Gatherer(name="markets", topic="markets", fact="calm", latency=0.02),
+        ],
+    )
+    refine = LoopAgent(
+        name="refine",
+        max_iterations=5,
+        sub_agents=[
+            Drafter(name="drafter"),
+            Critic(name="critic", wishes=("add a headline", "cite sources")),
+        ],
+    )
+    return SequentialAgent(
+        name="pipeline",
+        description="Builds and publishes a briefing.",
+        sub_agents=[gather, refine, Publisher(name="publisher")],
+    )
+
+
+# --------------------------------------------------------------------------- the assistant demo
+
+
+def get_weather(city: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Return the current weather for a city.
+
+    Args:
+        city: The city to look up.
+    """
+    tool_context.state["user:last_city"] = city  # remembered across sessions and runs
+    return {"city": city, "forecast": "sunny", "celsius": 21}
+
+
+def multiply(a: float, b: float) -> float:
+    """Multiply two numbers.
+
+    Args:
+        a: The first factor.
+        b: The second factor.
+    """
+    return a * b
+
+
+def request_refund_approval(amount: float) -> None:
+    """Ask a human to approve a refund. The answer arrives later.
+
+    Args:
+        amount: The amount to refund, in euros.
+    """
+
+
+def _call(*calls: tuple[str, Mapping[str, Any]]) -> LlmResponse:
+    parts = [Part.from_function_call(name, dict(args)) for name, args in calls]
+    return LlmResponse(content=Content(role="model", parts=parts))
+
+
+def _responses(request: LlmRequest) -> dict[str, Any]:
+    last = request.contents[-1] if request.contents else None
+    parts = last.parts if last is not None and last.role == "user" else ()
+    return {
+        p.function_response.name: p.function_response.response for p in parts if p.function_response
+    }
+
+
+def _latest_user_text(request: LlmRequest) -> str:
+    """What the user said last (not other agents' turns retold as context)."""
+    for content in reversed(request.contents):
+        text = content.text if content.role == "user" else None
+        if text and not text.startswith(CONTEXT_PREAMBLE):
+            return text
+    return ""
+
+
+def _user_text(request: LlmRequest) -> str:
+    return " ".join(c.text or "" for c in request.contents if c.role == "user")
+
+
+def _concierge(request: LlmRequest) -> LlmResponse | str:
+    answers = _responses(request)
+    if answers:
+        weather, product = answers["get_weather"], answers["calculator"]["result"]
+        return f"It is {weather['forecast']} in {weather['city']}; the calculator says {product}."
+    latest = _latest_user_text(request)
+    if "refund" in latest:
+        return _call(("transfer_to_agent", {"agent_name": "billing"}))
+    numbers = re.findall(r"\d+", latest)
+    return _call(
+        ("get_weather", {"city": "Paris"}),
+        ("calculator", {"request": " times ".join(numbers)}),
+    )
+
+
+def _calculator(request: LlmRequest) -> LlmResponse | str:
+    answers = _responses(request)
+    if answers:
+        return f"{answers['multiply']['result']:g}"
+    a, b = (float(n) for n in re.findall(r"\d+", _user_text(request))[:2])
+    return _call(("multiply", {"a": a, "b": b}))
+
+
+def _billing(request: LlmRequest) -> LlmResponse | str:
+    answers = _responses(request)
+    if "request_refund_approval" in answers:
+        verdict = answers["request_refund_approval"]
+        text = "Refund issued." if verdict.get("approved") else "Refund declined."
+        return text
+    amounts = re.findall(r"refund of (\d+)", _latest_user_text(request))
+    if not amounts:  # not a refund: hand the conversation back
+        return _call(("transfer_to_agent", {"agent_name": "concierge"}))
+    return _call(("request_refund_approval", {"amount": float(amounts[-1])}))
+
+
+def assistant_app(model: str | None = None) -> LlmAgent:
+    """A concierge with tools, an agent tool, and a billing agent it can transfer to.
+
+    ``model`` names a real model for every agent (e.g. ``"gemini-2.5-flash"``,
+    ``"openai/gpt-4o-mini"``); by default each agent runs on its offline scripted model.
+    """
+
+    def pick(handler: Callable[[LlmRequest], LlmResponse | str], name: str) -> Any:
+        return model or ScriptedModel(handler, model=f"demo-{name}")
+
+    calculator = LlmAgent(
+        name="calculator",
+        description="Does arithmetic: give it the whole question as the request.",
+        model=pick(_calculator, "calculator"),
+        instruction="Compute what is asked using the multiply tool; answer with the number only.",
+        tools=[FunctionTool(multiply)],
+    )
+    billing = LlmAgent(
+        name="billing",
+        description="Handles refunds; a human approves each one.",
+        model=pick(_billing, "billing"),
+        instruction=(
+            "Handle refunds. Always call request_refund_approval with the amount first, then "
+            "report the human's decision in one sentence."
+        ),
+        tools=[LongRunningFunctionTool(request_refund_approval)],
+    )
+    return LlmAgent(
+        name="concierge",
+        description="Answers questions and routes billing issues.",
+        model=pick(_concierge, "concierge"),
+        instruction=(
+            "Help the user. Use get_weather for weather and the calculator tool for arithmetic, "
+            "calling both at once when both are asked. Transfer refund requests to billing. "
+            "The user last asked about the city: {user:last_city?}."
+        ),
+        tools=[FunctionTool(get_weather), AgentTool(calculator), preload_memory],
+        sub_agents=[billing],
+        output_key="last_answer",
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+async def _run_workflow(out: TextIO, db: str | None = None) -> None:
+    print("== workflow: gather (parallel) -> refine (loop) -> publish (sequential)", file=out)
+    async with _demo_runner(workflow_app(), "demo-workflow", db, out) as (runner, session_id):
+        await _turn(runner, session_id, "Prepare today's briefing.", out, [0])
+        await _print_state(runner, session_id, out)
+
+
+async def _run_assistant(out: TextIO, db: str | None = None) -> None:
+    model = os.environ.get(MODEL_ENV) or None
+    print("== assistant: tools, AgentTool, transfer, long-running approval", file=out)
+    print(f"   model: {model or 'offline scripted model'} (set {MODEL_ENV})", file=out)
+    app = assistant_app(model)
+    async with _demo_runner(app, "demo-assistant", db, out) as (runner, session_id):
+        counter = [0]
+        await _turn(runner, session_id, "Weather in Paris, and what is 6 times 7?", out, counter)
+        events = await _turn(runner, session_id, "I'd like a refund of 30 euros.", out, counter)
+        waiting = [
+            c
+            for e in events
+            for c in e.get_function_calls()
+            if c.id in (e.long_running_tool_ids or ())
+        ]
+        if not waiting:
+            print("\n(the model did not ask for an approval)", file=out)
+        else:
+            answer = Part.from_function_response(
+                waiting[-1].name, {"approved": True}, id=waiting[-1].id
+            )
+            print("\n(a human approves the refund)", file=out)
+            await _turn(runner, session_id, Content(role="user", parts=[answer]), out, counter)
+        await _print_state(runner, session_id, out)
+
+
+DEMOS: dict[str, Callable[[TextIO, str | None], Any]] = {
+    "workflow": _run_workflow,
+    "assistant": _run_assistant,
+}
+
+
+async def run_demo(names: list[str], out: TextIO, db: str | None = None) -> None:
+    """Run the named demos (see :data:`DEMOS`) one after the other, printing to ``out``.
+
+    With ``db`` (a SQLite file) the sessions persist: running again continues them.
+    """
+    for i, name in enumerate(names):
+        if i:
+            print(file=out)
+        await DEMOS[name](out, db)

@@ -1,0 +1,15 @@
+"""The ``trio-agents`` command line: ``demo``, ``run``, ``api-server`` and ``web``.
+
+Helpers here are public for tools that embed the same behaviour: :func:`load_agents` reads a
+``TARGET`` (``module:attribute`` or a directory of agent packages, ADK's layout) and
+:func:`open_services` turns ``memory://``, ``sqlite:///…`` and ``postgresql://…`` URIs into
+services.
+"""
+
+from __future__ import annotations
+
+from ._chat import ChatPrinter as ChatPrinter, chat as chat
+from ._load import load_agent as load_agent, load_agents as load_agents
+from ._services import Services as Services, open_services as open_services
+
+__all__ = ["ChatPrinter", "Services", "chat", "load_agent", "load_agents", "open_services"]

@@ -1,0 +1,163 @@
+"""The click commands (extra ``cli``: click and rich)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import click
+import trio
+from rich.console import Console
+
+from .._demo import DEFAULT_DEMO_DB, DEMOS, format_event, run_demo
+from .._runner import Runner
+from ..agents import BaseAgent
+from ._chat import chat
+from ._load import load_agents
+from ._services import Services, open_services
+
+__all__ = ["cli"]
+
+_service_options = [
+    click.option(
+        "--session-service",
+        default="memory://",
+        show_default=True,
+        help="memory://, sqlite:///path or postgresql://...",
+    ),
+    click.option(
+        "--artifact-service",
+        default="memory://",
+        show_default=True,
+        help="memory:// or file:///dir",
+    ),
+    click.option("--memory-service", default=None, help="memory:// or sqlite:///path"),
+]
+
+
+def service_options(command: Any) -> Any:
+    for option in reversed(_service_options):
+        command = option(command)
+    return command
+
+
+def _out(ctx: click.Context) -> TextIO:
+    out: TextIO = ctx.obj or sys.stdout
+    return out
+
+
+@click.group(help="Run ADK-style agent applications on Trio.")
+def cli() -> None:
+    pass
+
+
+@cli.command(help="Run the built-in demo applications (all of them by default).")
+@click.argument("names", nargs=-1, type=click.Choice(list(DEMOS)))
+@click.option(
+    "--db",
+    default=DEFAULT_DEMO_DB,
+    show_default=True,
+    help="the SQLite file the demo sessions live in; running again continues them",
+)
+@click.option("--in-memory", is_flag=True, help="keep nothing: sessions live in memory only")
+@click.pass_context
+def demo(ctx: click.Context, /, names: tuple[str, ...], db: str, in_memory: bool) -> None:
+    trio.run(run_demo, list(names) or list(DEMOS), _out(ctx), None if in_memory else db)
+
+
+def _pick(apps: dict[str, BaseAgent], app: str | None) -> tuple[str, BaseAgent]:
+    if app is None:
+        if len(apps) != 1:
+            raise click.UsageError(
+                f"TARGET holds several apps; choose one with --app: {sorted(apps)}"
+            )
+        return next(iter(apps.items()))
+    if app not in apps:
+        raise click.UsageError(f"no app {app!r} in TARGET; it holds {sorted(apps)}")
+    return app, apps[app]
+
+
+@cli.command(help="Chat with an agent in the terminal, or run it on messages.")
+@click.argument("target")
+@click.option("-m", "--message", "messages", multiple=True, help="a user message (repeatable)")
+@click.option("--replay", type=click.File(), help="a file of user messages, one per line")
+@click.option("--app", default=None, help="which app, when TARGET is a directory of apps")
+@click.option("--user-id", default="user", show_default=True)
+@click.option("--session-id", default=None, help="continue this session (created if missing)")
+@service_options
+@click.pass_context
+def run(
+    ctx: click.Context,
+    /,
+    target: str,
+    messages: tuple[str, ...],
+    replay: TextIO | None,
+    app: str | None,
+    user_id: str,
+    session_id: str | None,
+    **uris: str | None,
+) -> None:
+    app_name, agent = _pick(load_agents(target), app)
+    if replay is not None:
+        messages += tuple(line.rstrip("\n") for line in replay if line.strip())
+    interactive = not messages and replay is None and sys.stdin.isatty()
+    if not messages and not interactive:
+        messages = tuple(line.rstrip("\n") for line in sys.stdin if line.strip())
+    trio.run(
+        _run, app_name, agent, list(messages), interactive, user_id, session_id, uris, _out(ctx)
+    )
+
+
+async def _session(runner: Runner, user_id: str, session_id: str | None) -> str:
+    svc = runner.session_service
+    if session_id is not None:
+        found = await svc.get_session(
+            app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        if found is not None:
+            return found.id
+    created = await svc.create_session(
+        app_name=runner.app_name, user_id=user_id, session_id=session_id
+    )
+    return created.id
+
+
+def _runner(app_name: str, agent: BaseAgent, services: Services) -> Runner:
+    return Runner(
+        agent=agent,
+        app_name=app_name,
+        session_service=services.sessions,
+        artifact_service=services.artifacts,
+        memory_service=services.memory,
+    )
+
+
+async def _run(
+    app_name: str,
+    agent: BaseAgent,
+    messages: list[str],
+    interactive: bool,
+    user_id: str,
+    session_id: str | None,
+    uris: dict[str, str | None],
+    out: TextIO,
+) -> None:
+    async with (
+        open_services(
+            sessions=uris["session_service"] or "memory://",
+            artifacts=uris["artifact_service"] or "memory://",
+            memory=uris["memory_service"],
+        ) as services,
+        _runner(app_name, agent, services) as runner,
+    ):
+        sid = await _session(runner, user_id, session_id)
+        if interactive:
+            await chat(runner, user_id=user_id, session_id=sid, console=Console(file=out))
+            return
+        index = 0
+        for message in messages:
+            print(f"> user: {message}", file=out)
+            async with runner.run(user_id=user_id, session_id=sid, new_message=message) as events:
+                async for event in events:
+                    index += 1
+                    print(format_event(index, event), file=out)

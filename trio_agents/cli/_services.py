@@ -1,0 +1,100 @@
+"""Service URIs: ``memory://``, ``sqlite:///path`` and ``postgresql://…``."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+import trio
+
+from .._errors import ConfigurationError
+from ..artifacts import ArtifactService, InMemoryArtifactService
+from ..sessions import InMemorySessionService, SessionService
+
+__all__ = ["Services", "open_services"]
+
+
+@attrs.frozen
+class Services:
+    """The services a command runs its apps with."""
+
+    sessions: SessionService
+    artifacts: ArtifactService
+    memory: Any = None
+
+
+def _sqlite_path(uri: str) -> str:
+    path = uri[len("sqlite://") :]
+    if not path.startswith("/"):
+        raise ConfigurationError(
+            f"a SQLite URI is sqlite:///relative or sqlite:////absolute, got {uri!r}"
+        )
+    return path[1:] or ":memory:"
+
+
+def _backend(module: str, name: str, uri: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"{uri!r} needs {name}, which is not available: {exc}") from exc
+
+
+def _session_service(uri: str) -> SessionService:
+    scheme = urlsplit(uri).scheme
+    if scheme == "memory":
+        return InMemorySessionService()
+    if scheme == "sqlite":
+        cls = _backend("trio_agents.sessions", "SqliteSessionService", uri)
+        service: SessionService = cls(_sqlite_path(uri))
+        return service
+    if scheme in ("postgresql", "postgres"):
+        cls = _backend("trio_agents.sessions", "PostgresSessionService", uri)
+        service = cls(uri)
+        return service
+    raise ConfigurationError(
+        f"unknown session service URI {uri!r} (memory://, sqlite:///, postgresql://)"
+    )
+
+
+def _artifact_service(uri: str) -> ArtifactService:
+    parts = urlsplit(uri)
+    if parts.scheme == "memory":
+        return InMemoryArtifactService()
+    if parts.scheme == "file":
+        cls = _backend("trio_agents.artifacts", "FileArtifactService", uri)
+        service: ArtifactService = cls(parts.path)
+        return service
+    raise ConfigurationError(f"unknown artifact service URI {uri!r} (memory://, file:///dir)")
+
+
+def _memory_service(uri: str | None) -> Any:
+    if uri is None:
+        return None
+    scheme = urlsplit(uri).scheme
+    if scheme == "memory":
+        return _backend("trio_agents.memory", "InMemoryMemoryService", uri)()
+    if scheme == "sqlite":
+        return _backend("trio_agents.memory", "SqliteMemoryService", uri)(_sqlite_path(uri))
+    raise ConfigurationError(f"unknown memory service URI {uri!r} (memory://, sqlite:///)")
+
+
+@contextlib.asynccontextmanager
+async def open_services(
+    *, sessions: str = "memory://", artifacts: str = "memory://", memory: str | None = None
+) -> AsyncIterator[Services]:
+    """Open the services the URIs name; close those that need closing on exit."""
+    services = Services(
+        _session_service(sessions), _artifact_service(artifacts), _memory_service(memory)
+    )
+    try:
+        yield services
+    finally:
+        with trio.CancelScope(shield=True):
+            for service in (services.sessions, services.artifacts, services.memory):
+                close = getattr(service, "aclose", None)
+                if close is not None:
+                    await close()

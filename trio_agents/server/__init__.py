@@ -1,0 +1,42 @@
+"""The HTTP API (extra ``server``): ADK's ``api_server`` routes on Starlette, served by Hypercorn.
+
+::
+
+    import functools, trio
+    from trio_agents.server import create_app, serve
+    from trio_agents.sessions import SqliteSessionService
+
+    app = create_app({"weather": root_agent}, session_service=SqliteSessionService("s.db"))
+    trio.run(functools.partial(serve, app, host="127.0.0.1", port=8000))
+
+Routes (JSON bodies camelCase, snake_case accepted; errors are ``{"detail": ...}``), with
+``S = /apps/{app}/users/{user}/sessions``:
+
+- ``GET /health``, ``GET /version``, ``GET /list-apps[?detailed=true]``;
+- ``POST S`` ``{sessionId?, state?, events?}`` (409 if the id is taken), ``GET S`` (without
+  events), ``GET S/{session}`` (404), ``PATCH S/{session}`` ``{stateDelta}`` (stored as a ``p-…``
+  event), ``DELETE S/{session}``;
+- ``POST /run`` ``{appName, userId, sessionId, newMessage, stateDelta?, customMetadata?,
+  onDisconnect?}`` → the run's events; ``POST /run_sse`` (same body plus ``streaming``) → SSE;
+- ``POST S/{session}/invocations/{invocation_id}/cancel`` → 202, or 404 when not in flight;
+- ``GET S/{session}/events?after=N`` (or ``Last-Event-ID: N``) → SSE of the stored events after
+  N, then of the run in flight up to its terminal frame;
+- ``GET S/{session}/artifacts`` (names), ``POST`` it ``{filename, artifact}``;
+  ``GET|DELETE S/{session}/artifacts/{name}[?version=]``,
+  ``GET S/{session}/artifacts/{name}/versions[/{version|latest}]``;
+- ``PATCH /apps/{app}/users/{user}/memory`` ``{sessionId}``: add the session to memory.
+
+SSE frames: ``id: <seq>`` + ``data: <event JSON>`` per event (seq = the event's position in the
+session's history; partial chunks carry the last committed one), then exactly one terminal frame:
+``event: done``, ``event: cancelled`` or ``event: error`` with ``data: {"invocationId": ...}``
+(plus ``"error": {"type", "message"}``). A second run on a busy session gets 409 and stores nothing.
+``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
+are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
+"""
+
+from __future__ import annotations
+
+from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
+from ._serve import serve as serve
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve"]

@@ -1,0 +1,175 @@
+"""``create_app``: the Starlette application of the HTTP API."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from .._errors import ConfigurationError
+from ..agents import BaseAgent
+from ..artifacts import ArtifactService, InMemoryArtifactService
+from ..plugins import BasePlugin
+from ..sessions import SessionService
+from ._core import ServerCore
+from ._http import BearerAuth, HTTPError, error_response
+from ._runs import OUTCOME_HEADER, RunRoutes
+from ._sessions import SessionRoutes
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The largest request body accepted by default (16 MiB); larger ones get 413."""
+
+SESSION = "/apps/{app_name}/users/{user_id}/sessions/{session_id}"
+ARTIFACT = SESSION + "/artifacts/{artifact_name}"
+
+
+def create_app(
+    agents: Mapping[str, BaseAgent] | Callable[[], Mapping[str, BaseAgent]],
+    *,
+    session_service: SessionService,
+    artifact_service: ArtifactService | None = None,
+    memory_service: Any = None,
+    plugins: Sequence[BasePlugin] = (),
+    auth_token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_detached_runs: int = 16,
+    max_llm_calls: int | None = None,
+    default_app_name: str | None = None,
+    ping_interval: float = 15.0,
+    cleanup_timeout: float = 10.0,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The ADK-compatible HTTP API over ``agents`` (app name → root agent), as an ASGI app.
+
+    Each app gets a :class:`~trio_agents.Runner` (``concurrent_runs="reject"``); all of them share
+    the services and ``plugins``. ``agents`` may be a zero-argument loader, called on first use.
+    Serve the app with :func:`trio_agents.server.serve` (Hypercorn's Trio worker): its lifespan
+    owns the nursery of detached runs and closes plugins and models on shutdown.
+
+    Args:
+        artifact_service: defaults to an :class:`~trio_agents.artifacts.InMemoryArtifactService`.
+        auth_token: when set, every route except ``/health`` needs ``Authorization: Bearer
+            <token>`` (else 401).
+        cors_origins: origins allowed by CORS (``"*"`` for any); none by default.
+        max_body_bytes: larger request bodies are refused with 413.
+        max_detached_runs: runs with ``onDisconnect: "detach"`` in flight at once; more get 503.
+        max_llm_calls: passed to every run's ``RunConfig``.
+        default_app_name: the app of run requests without ``appName``.
+        ping_interval: seconds of silence after which an SSE stream sends a ``: ping`` comment.
+        extra_routes: more routes (e.g. a UI), matched after the API's own.
+    """
+    if max_body_bytes <= 0 or max_detached_runs < 0:
+        raise ConfigurationError("max_body_bytes must be > 0 and max_detached_runs >= 0")
+    core = ServerCore(
+        agents,
+        session_service=session_service,
+        artifact_service=artifact_service or InMemoryArtifactService(),
+        memory_service=memory_service,
+        plugins=plugins,
+        max_detached_runs=max_detached_runs,
+        cleanup_timeout=cleanup_timeout,
+    )
+    sessions = SessionRoutes(core, max_body_bytes=max_body_bytes)
+    runs = RunRoutes(
+        core,
+        max_body_bytes=max_body_bytes,
+        default_app=default_app_name,
+        max_llm_calls=max_llm_calls,
+        ping_interval=ping_interval,
+    )
+    app = Starlette(
+        routes=[*_routes(sessions, runs), *extra_routes],
+        middleware=_middleware(auth_token, cors_origins),
+        exception_handlers={HTTPError: _http_error, HTTPException: _starlette_error},
+        lifespan=_lifespan_of(core),
+    )
+    app.state.core = core
+    return app
+
+
+def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
+    s, r = sessions, runs
+    sessions_path = "/apps/{app_name}/users/{user_id}/sessions"
+    return [
+        Route("/health", s.health, methods=["GET"]),
+        Route("/version", s.version, methods=["GET"]),
+        Route("/list-apps", s.list_apps, methods=["GET"]),
+        Route(sessions_path, s.list_sessions, methods=["GET"]),
+        Route(sessions_path, s.create_session, methods=["POST"]),
+        Route(SESSION, s.get_session, methods=["GET"]),
+        Route(SESSION, s.create_session_with_id, methods=["POST"]),
+        Route(SESSION, s.delete_session, methods=["DELETE"]),
+        Route(SESSION, s.patch_session, methods=["PATCH"]),
+        Route(SESSION + "/events", r.follow_events, methods=["GET"]),
+        Route(SESSION + "/invocations/{invocation_id}/cancel", r.cancel_run, methods=["POST"]),
+        Route(SESSION + "/artifacts", s.list_artifacts, methods=["GET"]),
+        Route(SESSION + "/artifacts", s.save_artifact, methods=["POST"]),
+        Route(ARTIFACT + "/versions", s.list_versions, methods=["GET"]),
+        Route(ARTIFACT + "/versions/{version_id}", s.load_artifact_version, methods=["GET"]),
+        Route(ARTIFACT, s.load_artifact, methods=["GET"]),
+        Route(ARTIFACT, s.delete_artifact, methods=["DELETE"]),
+        Route("/apps/{app_name}/users/{user_id}/memory", s.patch_memory, methods=["PATCH"]),
+        Route("/run", r.run_json, methods=["POST"]),
+        Route("/run_sse", r.run_sse, methods=["POST"]),
+    ]
+
+
+def _middleware(auth_token: str | None, cors_origins: Sequence[str]) -> list[Middleware]:
+    middleware: list[Middleware] = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["*"],
+                allow_headers=["*"],
+                expose_headers=[OUTCOME_HEADER],
+            )
+        )
+    if auth_token is not None:
+        middleware.append(Middleware(BearerAuth, token=auth_token, open_paths=("/health",)))
+    return middleware
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPError)
+    return error_response(exc)
+
+
+def _starlette_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(HTTPError(exc.status_code, exc.detail, headers=exc.headers))
+
+
+def _lifespan_of(
+    core: ServerCore,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """Load the apps, own the nursery of detached runs; on shutdown cancel them and close."""
+        core.load()  # a loader runs at start-up, so a broken app fails it
+        try:
+            async with trio.open_nursery() as nursery:
+                core.nursery = nursery
+                try:
+                    yield
+                finally:
+                    core.nursery = None
+                    nursery.cancel_scope.cancel(reason="the server is shutting down")
+        finally:
+            with trio.CancelScope(shield=True):
+                await core.close()
+
+    return lifespan

@@ -1,0 +1,124 @@
+"""The state one server app shares between requests: Runners, services, runs in flight."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+
+from .._runner import Runner
+from ..agents import BaseAgent
+from ..agents._models import models_in_use
+from ..artifacts import ArtifactService
+from ..plugins import BasePlugin
+from ..plugins._manager import PluginManager
+from ..sessions import SessionService
+from ._http import HTTPError
+from ._live import Frame, LiveRun, SessionKey
+
+__all__ = ["OUTCOMES_KEPT"]
+
+logger = logging.getLogger("trio_agents.server")
+
+OUTCOMES_KEPT = 1024
+"""How many sessions remember the terminal frame of their last run (for late followers)."""
+
+Agents = Mapping[str, BaseAgent] | Callable[[], Mapping[str, BaseAgent]]
+
+
+class ServerCore:
+    """Runners by app name (sharing the services), the runs in flight, the lifespan nursery."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        *,
+        session_service: SessionService,
+        artifact_service: ArtifactService,
+        memory_service: Any,
+        plugins: Sequence[BasePlugin],
+        max_detached_runs: int,
+        cleanup_timeout: float,
+    ) -> None:
+        self._agents = agents
+        self._runners: dict[str, Runner] | None = None
+        self.session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.plugins = tuple(plugins)
+        self.max_detached_runs = max_detached_runs
+        self.cleanup_timeout = cleanup_timeout
+        self.detached_runs = 0
+        self.nursery: trio.Nursery | None = None
+        """The lifespan nursery detached runs live in (None outside the server's lifespan)."""
+        self.live: dict[SessionKey, LiveRun] = {}
+        self.outcomes: collections.OrderedDict[SessionKey, Frame] = collections.OrderedDict()
+
+    # -- apps ----------------------------------------------------------------------------------
+
+    @property
+    def runners(self) -> dict[str, Runner]:
+        """The Runners by app name."""
+        return self.load()
+
+    def load(self) -> dict[str, Runner]:
+        """Build the Runners on first use (a loader is called then)."""
+        if self._runners is None:
+            agents = self._agents() if callable(self._agents) else self._agents
+            self._runners = {name: self._runner_for(name, agent) for name, agent in agents.items()}
+        return self._runners
+
+    def _runner_for(self, name: str, agent: BaseAgent) -> Runner:
+        return Runner(
+            agent=agent,
+            app_name=name,
+            session_service=self.session_service,
+            artifact_service=self.artifact_service,
+            memory_service=self.memory_service,
+            plugins=self.plugins,
+            concurrent_runs="reject",
+            cleanup_timeout=self.cleanup_timeout,
+        )
+
+    def runner(self, app_name: str) -> Runner:
+        runner = self.runners.get(app_name)
+        if runner is None:
+            raise HTTPError(404, f"App not found: {app_name}")
+        return runner
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def register(self, live: LiveRun) -> None:
+        self.live[live.key] = live
+
+    def unregister(self, live: LiveRun) -> None:
+        """Forget ``live`` (remembering its terminal frame for late followers)."""
+        if self.live.get(live.key) is live:
+            del self.live[live.key]
+        if live.terminal is not None:
+            self.outcomes[live.key] = live.terminal
+            self.outcomes.move_to_end(live.key)
+            while len(self.outcomes) > OUTCOMES_KEPT:
+                self.outcomes.popitem(last=False)
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the plugins once, then every model of every app (each within the timeout)."""
+        try:
+            await PluginManager(self.plugins).close(per_plugin_timeout=self.cleanup_timeout)
+        finally:
+            models = {
+                id(model): model
+                for runner in (self._runners or {}).values()
+                for model in models_in_use(runner.agent)
+            }
+            for model in models.values():
+                with trio.move_on_after(self.cleanup_timeout):
+                    try:
+                        await model.aclose()
+                    except Exception:
+                        logger.exception("could not close model %r", model)

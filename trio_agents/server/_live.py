@@ -1,0 +1,166 @@
+"""Runs in flight as the server sees them: SSE frames, the requesting client, followers.
+
+Every event of a run becomes a :class:`Frame` once. The client that started the run (the
+*primary*) receives frames through a zero-buffer channel, so a slow client slows the run as a
+slow consumer does (ARCHITECTURE §2 rule 4). Followers (``GET …/events``) never slow the run: they
+read a bounded log of recent frames and, when they fall behind it, catch up from the session
+store, which holds every committed event anyway.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from .._events import Event
+from .._runner import RunStream
+from .._serde import dumps
+
+__all__ = ["FOLLOW_LOG", "event_frame", "terminal_frame"]
+
+FOLLOW_LOG = 256
+"""How many recent frames of a run followers can read without going back to the store."""
+
+SessionKey = tuple[str, str, str]
+Kind = Literal["event", "done", "error", "cancelled"]
+
+
+@attrs.frozen
+class Frame:
+    """One SSE frame: an event (``id: <seq>``) or the terminal frame of a run."""
+
+    kind: Kind
+    data: str
+    seq: int | None = None
+    partial: bool = False
+
+    def encode(self) -> bytes:
+        head = "" if self.kind == "event" else f"event: {self.kind}\n"
+        ident = "" if self.seq is None else f"id: {self.seq}\n"
+        return f"{head}{ident}data: {self.data}\n\n".encode()
+
+    @property
+    def terminal(self) -> bool:
+        return self.kind != "event"
+
+
+def event_frame(event: Event, seq: int) -> Frame:
+    """The frame of ``event``: ``seq`` is its commit sequence (the last one for partial chunks)."""
+    return Frame("event", event.to_json(), seq, bool(event.partial))
+
+
+def terminal_frame(
+    kind: Literal["done", "error", "cancelled"],
+    invocation_id: str | None,
+    error: BaseException | None = None,
+) -> Frame:
+    data: dict[str, Any] = {"invocationId": invocation_id}
+    if error is not None:
+        data["error"] = {"type": type(error).__name__, "message": str(error)}
+    return Frame(kind, dumps(data))
+
+
+class LiveRun:
+    """One run in flight: its stream, its primary client and the frames it has published."""
+
+    def __init__(self, key: SessionKey, primary: trio.MemorySendChannel[Frame] | None) -> None:
+        self.key = key
+        self.primary = primary
+        self.primary_gone = trio.Event()
+        """Set when the primary client disconnected."""
+        self.stream: RunStream | None = None
+        self.log: collections.deque[Frame] = collections.deque(maxlen=FOLLOW_LOG)
+        self.count = 0
+        """Frames published so far (the log holds the last ``FOLLOW_LOG`` of them)."""
+        self.last_seq = 0
+        self.terminal: Frame | None = None
+        self._changed = trio.Event()
+
+    @property
+    def invocation_id(self) -> str | None:
+        return None if self.stream is None else self.stream.invocation_id
+
+    def begin(self, stream: RunStream) -> None:
+        self.stream = stream
+        self.last_seq = stream.session.revision
+
+    def cancel(self, reason: str) -> None:
+        if self.stream is not None:
+            self.stream.cancel(reason)
+
+    def frame_of(self, event: Event) -> Frame:
+        assert self.stream is not None
+        return event_frame(event, self.stream.session.revision)
+
+    async def deliver(self, frame: Frame) -> None:
+        """Publish ``frame`` to followers and hand it to the primary client (waiting for it).
+
+        The hand-over is shielded: the Runner cancels its consumer's block when the run fails or
+        is cancelled, and an event committed before that must still reach the client. It cannot
+        hang: the client's writer reads until it is cancelled, and then closes the channel.
+        """
+        self._publish(frame)
+        if self.primary is None:
+            return
+        try:
+            with trio.CancelScope(shield=True):
+                await self.primary.send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.primary = None  # the client left; the run goes on as the policy decided
+
+    async def conclude(self, terminal: Frame) -> None:
+        """Deliver the aftermath (closing responses, error events) and the terminal frame."""
+        for frame in self._aftermath():
+            await self.deliver(frame)
+        if self.primary is not None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.primary.send(terminal)
+        self.end(terminal)
+
+    def end(self, terminal: Frame) -> None:
+        """Publish what is left and ``terminal`` without waiting; close the primary channel."""
+        if self.terminal is None:
+            for frame in self._aftermath():
+                self._publish(frame)
+            self.terminal = terminal
+            self._notify()
+        if self.primary is not None:
+            self.primary.close()
+            self.primary = None
+
+    async def wait_changed(self) -> None:
+        await self._changed.wait()
+
+    def frames_since(self, index: int) -> tuple[int, list[Frame]]:
+        """The logged frames from publication ``index`` on, and the index of the first one."""
+        oldest = self.count - len(self.log)
+        start = max(index, oldest)
+        return start, list(self.log)[start - oldest :]
+
+    def _publish(self, frame: Frame) -> None:
+        if not frame.partial and frame.seq is not None:
+            self.last_seq = frame.seq
+        self.log.append(frame)
+        self.count += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _aftermath(self) -> list[Frame]:
+        """Frames for what the Runner committed after the last delivered event."""
+        if self.stream is None:
+            return []
+        session = self.stream.session
+        events = session.events
+        new = min(session.revision - self.last_seq, len(events))
+        if new <= 0:
+            return []
+        first = session.revision - new + 1
+        tail = events[len(events) - new :]
+        return [event_frame(event, first + i) for i, event in enumerate(tail)]

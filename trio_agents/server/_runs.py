@@ -1,0 +1,523 @@
+"""Starting runs over HTTP, streaming their frames, cancelling and following them.
+
+A run lives in a nursery: the request's own (``onDisconnect: "cancel"``, the default) or the
+server's lifespan nursery (``"detach"``, bounded by ``max_detached_runs``). Three tasks take part
+in a request that runs an agent:
+
+* the *driver* iterates the Runner's stream and delivers a :class:`Frame` per event;
+* the *pump* (the request task) writes the frames to the client as they arrive;
+* the *watcher* waits for ``http.disconnect`` and applies the disconnect policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .._content import Content
+from .._errors import (
+    ConfigurationError,
+    SerializationError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
+from .._runner import RunConfig, Runner, StreamingMode
+from ..sessions import GetSessionConfig
+from ._core import ServerCore
+from ._http import Fields, HTTPError, error_response, json_response, read_json
+from ._live import Frame, LiveRun, SessionKey, event_frame, terminal_frame
+
+__all__ = ["OUTCOME_HEADER", "SSE_HEADERS", "follow", "parse_run", "pump", "start_run"]
+
+logger = logging.getLogger("trio_agents.server")
+
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+OUTCOME_HEADER = "Run-Outcome"
+"""The header of a ``/run`` response saying how the run ended: done, cancelled or error."""
+
+Sink = Callable[[Frame], Awaitable[None]]
+
+
+@attrs.frozen
+class RunPlan:
+    """A validated ``/run`` or ``/run_sse`` request body."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    message: Content
+    state_delta: dict[str, Any] | None
+    custom_metadata: dict[str, Any] | None
+    streaming: bool
+    detach: bool
+
+    @property
+    def key(self) -> SessionKey:
+        return (self.app_name, self.user_id, self.session_id)
+
+    def run_config(self, max_llm_calls: int | None) -> RunConfig:
+        mode = StreamingMode.SSE if self.streaming else StreamingMode.NONE
+        config = RunConfig(streaming_mode=mode, custom_metadata=self.custom_metadata)
+        if max_llm_calls is None:
+            return config
+        return attrs.evolve(config, max_llm_calls=max_llm_calls)
+
+
+def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
+    """Validate a run request body (ADK's ``RunAgentRequest`` plus ``onDisconnect``)."""
+    fields = Fields(data)
+    app_name = fields.text("appName") or default_app
+    if not app_name:
+        raise HTTPError(422, "appName: field required")
+    user_id = str(fields.text("userId", required=True))
+    session_id = str(fields.text("sessionId", required=True))
+    message = fields.record("newMessage", Content)
+    if message is None:
+        raise HTTPError(422, "newMessage: field required (there is no paused run to resume)")
+    fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
+    fields.text("functionCallEventId")  # calls through newMessage, so both are only checked
+    return RunPlan(
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        message=message,
+        state_delta=fields.mapping("stateDelta"),
+        custom_metadata=fields.mapping("customMetadata"),
+        streaming=fields.flag("streaming") and sse,
+        detach=fields.choice("onDisconnect", ("cancel", "detach"), "cancel") == "detach",
+    )
+
+
+# -- routes ----------------------------------------------------------------------------------------
+
+
+class RunRoutes:
+    """``/run``, ``/run_sse``, the cancel route and ``GET …/events``."""
+
+    def __init__(
+        self,
+        core: ServerCore,
+        *,
+        max_body_bytes: int,
+        default_app: str | None,
+        max_llm_calls: int | None,
+        ping_interval: float,
+    ) -> None:
+        self.core = core
+        self.max_body_bytes = max_body_bytes
+        self.default_app = default_app
+        self.max_llm_calls = max_llm_calls
+        self.ping_interval = ping_interval
+
+    async def _plan(self, request: Request, *, sse: bool) -> RunPlan:
+        data = await read_json(request, limit=self.max_body_bytes)
+        plan = parse_run(data, default_app=self.default_app, sse=sse)
+        self.core.runner(plan.app_name)
+        return plan
+
+    async def run_json(self, request: Request) -> Response:
+        return RunResponse(self, await self._plan(request, sse=False), sse=False)
+
+    async def run_sse(self, request: Request) -> Response:
+        return RunResponse(self, await self._plan(request, sse=True), sse=True)
+
+    async def cancel_run(self, request: Request) -> Response:
+        key = session_key(self.core, request)
+        invocation_id = request.path_params["invocation_id"]
+        live = self.core.live.get(key)
+        if live is None or live.invocation_id != invocation_id or live.terminal is not None:
+            raise HTTPError(
+                404, f"no run with invocation id {invocation_id} is in flight on session {key[2]}"
+            )
+        live.cancel("run cancelled through the API")
+        return json_response({"invocationId": invocation_id, "status": "cancelling"}, 202)
+
+    async def follow_events(self, request: Request) -> Response:
+        key = session_key(self.core, request)
+        after = _after(request)
+        app_name, user_id, session_id = key
+        found = await self.core.session_service.get_session(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            config=GetSessionConfig(num_recent_events=0),
+        )
+        if found is None:
+            raise HTTPError(404, "Session not found")
+        return FollowResponse(self.core, key, after, ping_interval=self.ping_interval)
+
+
+def session_key(core: ServerCore, request: Request) -> SessionKey:
+    params = request.path_params
+    core.runner(params["app_name"])
+    return (params["app_name"], params["user_id"], params["session_id"])
+
+
+def _after(request: Request) -> int:
+    for name, raw in (
+        ("after", request.query_params.get("after")),
+        ("Last-Event-ID", request.headers.get("last-event-id")),
+    ):
+        if raw is None:
+            continue
+        if not raw.strip().isdigit():
+            raise HTTPError(422, f"{name}: expected a non-negative integer, got {raw!r}")
+        return int(raw)
+    return 0
+
+
+# -- starting and driving a run ------------------------------------------------------------------
+
+
+async def start_run(
+    routes: RunRoutes, plan: RunPlan, primary: trio.MemorySendChannel[Frame], nursery: trio.Nursery
+) -> LiveRun:
+    """Start ``plan`` in ``nursery`` (or the lifespan nursery when detached); return once begun.
+
+    Raises:
+        HTTPError: 404 (no such session), 409 (a run in flight), 422 (a bad message), 503 (no
+            room for another detached run). Nothing is stored in those cases.
+    """
+    core = routes.core
+    runner = core.runner(plan.app_name)
+    live = LiveRun(plan.key, primary)
+    release = _reserve_detached(core) if plan.detach else _nothing
+    owner = core.nursery if plan.detach else nursery
+    assert owner is not None
+    drive = functools.partial(_drive, runner, plan, live, core, release, routes.max_llm_calls)
+    try:
+        await owner.start(drive)
+    except SessionNotFoundError as exc:
+        raise HTTPError(404, str(exc)) from exc
+    except SessionBusyError as exc:
+        raise HTTPError(409, str(exc)) from exc
+    except ConfigurationError as exc:
+        raise HTTPError(422, f"newMessage: {exc}") from exc
+    except SerializationError as exc:
+        raise HTTPError(422, f"stateDelta: {exc}") from exc
+    finally:
+        if live.stream is None:
+            release()
+            primary.close()
+    return live
+
+
+def _nothing() -> None:
+    pass
+
+
+def _reserve_detached(core: ServerCore) -> Callable[[], None]:
+    """Take a detached-run slot; the returned function gives it back (once)."""
+    if core.nursery is None:
+        raise HTTPError(503, "detached runs need the server's lifespan (it is not running)")
+    if core.detached_runs >= core.max_detached_runs:
+        raise HTTPError(
+            503, f"too many detached runs in flight (the limit is {core.max_detached_runs})"
+        )
+    core.detached_runs += 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            core.detached_runs -= 1
+
+    return release
+
+
+async def _drive(
+    runner: Runner,
+    plan: RunPlan,
+    live: LiveRun,
+    core: ServerCore,
+    release: Callable[[], None],
+    max_llm_calls: int | None,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run ``plan`` and deliver its frames; always end with a terminal frame once begun."""
+    terminal: Frame | None = None
+    try:
+        terminal = await _run(runner, plan, live, core, max_llm_calls, task_status)
+        await live.conclude(terminal)
+    finally:
+        release()
+        if live.stream is not None:
+            live.end(terminal or terminal_frame("cancelled", live.invocation_id))
+            core.unregister(live)
+
+
+async def _run(
+    runner: Runner,
+    plan: RunPlan,
+    live: LiveRun,
+    core: ServerCore,
+    max_llm_calls: int | None,
+    task_status: trio.TaskStatus[None],
+) -> Frame:
+    try:
+        async with runner.run(
+            user_id=plan.user_id,
+            session_id=plan.session_id,
+            new_message=plan.message,
+            state_delta=plan.state_delta,
+            run_config=plan.run_config(max_llm_calls),
+        ) as stream:
+            live.begin(stream)
+            core.register(live)
+            task_status.started()
+            async for event in stream:
+                await live.deliver(live.frame_of(event))
+            cancelled = stream.cancelled  # leaving the block cancels whatever is left anyway
+    except Exception as exc:
+        if live.stream is None:
+            raise  # the run never began: the request answers with an HTTP error
+        logger.info("run %s failed: %r", live.invocation_id, exc)
+        return terminal_frame("error", live.invocation_id, exc)
+    return terminal_frame("cancelled" if cancelled else "done", stream.invocation_id)
+
+
+# -- writing frames to the client ----------------------------------------------------------------
+
+
+async def pump(
+    frames: trio.MemoryReceiveChannel[Frame],
+    receive: Receive,
+    sink: Sink,
+    *,
+    on_disconnect: Callable[[], None],
+    ping: Callable[[], Awaitable[None]] | None = None,
+    ping_interval: float = math.inf,
+) -> bool:
+    """Hand every frame to ``sink`` until the channel ends; False when the client left first.
+
+    ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
+    then, so a driver still sending learns that its client is gone.
+    """
+    gone = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            on_disconnect()
+            nursery.cancel_scope.cancel(reason="the client disconnected")
+
+        nursery.start_soon(watch)
+        with frames:
+            await _copy(frames, sink, ping, ping_interval)
+        nursery.cancel_scope.cancel(reason="the stream ended")
+    return not gone
+
+
+async def _copy(
+    frames: trio.MemoryReceiveChannel[Frame],
+    sink: Sink,
+    ping: Callable[[], Awaitable[None]] | None,
+    ping_interval: float,
+) -> None:
+    while True:
+        with trio.move_on_after(ping_interval if ping else math.inf) as idle:
+            try:
+                frame = await frames.receive()
+            except trio.EndOfChannel:
+                return
+        if idle.cancelled_caught:
+            assert ping is not None
+            await ping()
+        else:
+            await sink(frame)
+
+
+class _SseWriter:
+    def __init__(self, send: Send) -> None:
+        self._send = send
+
+    async def start(self) -> None:
+        headers = [(k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()]
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def write(self, frame: Frame) -> None:
+        await self._chunk(frame.encode())
+
+    async def ping(self) -> None:
+        await self._chunk(b": ping\n\n")
+
+    async def finish(self) -> None:
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _chunk(self, data: bytes) -> None:
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+class _JsonCollector:
+    """Collects a run's frames for ``/run``: the events as one JSON array at the end."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.terminal: Frame | None = None
+
+    async def write(self, frame: Frame) -> None:
+        if frame.terminal:
+            self.terminal = frame
+        elif not frame.partial:
+            self.events.append(frame.data)
+
+    def response(self) -> Response:
+        terminal = self.terminal
+        assert terminal is not None
+        headers = {OUTCOME_HEADER: terminal.kind}
+        if terminal.kind == "error":
+            data = json.loads(terminal.data)
+            error = data["error"]
+            body = {"detail": f"{error['type']}: {error['message']}", **data}
+            return json_response(body, 500, headers=headers)
+        text = "[" + ",".join(self.events) + "]"
+        return Response(text.encode(), media_type="application/json", headers=headers)
+
+
+class RunResponse(Response):
+    """Starts the run when sent, then streams it (SSE) or answers once it ended (JSON)."""
+
+    def __init__(self, routes: RunRoutes, plan: RunPlan, *, sse: bool) -> None:
+        super().__init__()
+        self._routes = routes
+        self._plan = plan
+        self._sse = sse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        primary, frames = trio.open_memory_channel[Frame](0)
+        async with trio.open_nursery() as nursery:
+            try:
+                live = await start_run(self._routes, self._plan, primary, nursery)
+            except HTTPError as exc:
+                frames.close()
+                await error_response(exc)(scope, receive, send)
+                return
+            on_disconnect = functools.partial(_client_left, live, detach=self._plan.detach)
+            if self._sse:
+                writer = _SseWriter(send)
+                await writer.start()
+                interval = self._routes.ping_interval
+                if await pump(frames, receive, writer.write, on_disconnect=on_disconnect,
+                              ping=writer.ping, ping_interval=interval):  # fmt: skip
+                    await writer.finish()
+            else:
+                collector = _JsonCollector()
+                if await pump(frames, receive, collector.write, on_disconnect=on_disconnect):
+                    await collector.response()(scope, receive, send)
+
+
+def _client_left(live: LiveRun, *, detach: bool) -> None:
+    live.primary_gone.set()
+    if not detach:
+        live.cancel("the client disconnected")
+
+
+# -- following a session ---------------------------------------------------------------------------
+
+
+class FollowResponse(Response):
+    """SSE of a session's committed events after a sequence number, then its run in flight."""
+
+    def __init__(
+        self, core: ServerCore, key: SessionKey, after: int, *, ping_interval: float
+    ) -> None:
+        super().__init__()
+        self._core = core
+        self._key = key
+        self._after = after
+        self._ping_interval = ping_interval
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        out, frames = trio.open_memory_channel[Frame](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow, self._core, self._key, self._after, out)
+            writer = _SseWriter(send)
+            await writer.start()
+            if await pump(
+                frames,
+                receive,
+                writer.write,
+                on_disconnect=nursery.cancel_scope.cancel,
+                ping=writer.ping,
+                ping_interval=self._ping_interval,
+            ):
+                await writer.finish()
+
+
+async def follow(
+    core: ServerCore, key: SessionKey, after: int, out: trio.MemorySendChannel[Frame]
+) -> None:
+    """Send the stored events after ``after``, then the run in flight up to its terminal frame.
+
+    With no run in flight, the terminal frame is the one the session's last run ended with (as
+    far as this server remembers), else ``done``.
+    """
+    with out:
+        try:
+            await _follow(core, key, after, out.send)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+
+async def _follow(core: ServerCore, key: SessionKey, after: int, send: Sink) -> None:
+    live = core.live.get(key)
+    index = 0 if live is None else live.count
+    last, invocation_id = await _replay(core, key, after, send)
+    if live is None:
+        await send(core.outcomes.get(key) or terminal_frame("done", invocation_id))
+        return
+    while True:
+        start, frames = live.frames_since(index)
+        if start > index:  # fell behind the log: the store has every committed event
+            last, _ = await _replay(core, key, last, send)
+        index = start
+        for frame in frames:
+            index += 1
+            if frame.seq is not None and (
+                frame.seq < last or (frame.seq == last and not frame.partial)
+            ):
+                continue
+            await send(frame)
+            if not frame.partial and frame.seq is not None:
+                last = frame.seq
+        if index < live.count:
+            continue
+        if live.terminal is not None:
+            await send(live.terminal)
+            return
+        await live.wait_changed()
+
+
+async def _replay(
+    core: ServerCore, key: SessionKey, after: int, send: Sink
+) -> tuple[int, str | None]:
+    """Send the stored events after seq ``after``; return the last seq and invocation id."""
+    app_name, user_id, session_id = key
+    session = await core.session_service.get_session(
+        app_name=app_name, user_id=user_id, session_id=session_id
+    )
+    if session is None:
+        return after, None
+    events = session.events
+    for index in range(after, len(events)):
+        await send(event_frame(events[index], index + 1))
+    return max(after, len(events)), (events[-1].invocation_id if events else None)

@@ -1,0 +1,548 @@
+"""Sessions in PostgreSQL (extra ``postgres``): several processes, one store.
+
+Queries run on a psycopg connection pool in worker threads, at most ``max_size`` at a time (the
+rest queue in Trio, where they can be cancelled). Cancelling a waiting caller asks the server to
+cancel its statement, so the caller is released promptly and the transaction rolls back; a
+transaction that committed anyway returns its result. Every append is one transaction whose
+first statement bumps the session's revision only if the snapshot's revision is still current,
+then folds the delta into session, user and app state. Runs on one session are exclusive across
+processes through an advisory lock held on a connection of its own: it is released when the run
+ends or the process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, NoReturn, Self, TypeVar
+
+import attrs
+import outcome
+import trio
+
+from .._errors import (
+    ConfigurationError,
+    SessionBusyError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+)
+from .._events import Event
+from .._ids import new_session_id, now
+from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
+from ._base import EventLog, GetSessionConfig, Session, SessionService
+
+try:
+    import psycopg
+    import psycopg.errors
+    import psycopg_pool
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+__all__ = ["PostgresSessionService"]
+
+T = TypeVar("T")
+Key = tuple[str, str, str]
+
+SCHEMA_VERSION = 1
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE trio_agents_app_state (app_name TEXT PRIMARY KEY, state TEXT NOT NULL)",
+        "CREATE TABLE trio_agents_user_state (app_name TEXT, user_id TEXT, state TEXT NOT NULL,"
+        " PRIMARY KEY (app_name, user_id))",
+        "CREATE TABLE trio_agents_sessions (app_name TEXT, user_id TEXT, id TEXT,"
+        " state TEXT NOT NULL, revision BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL,"
+        " updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (app_name, user_id, id))",
+        "CREATE TABLE trio_agents_events (seq BIGSERIAL PRIMARY KEY, app_name TEXT NOT NULL,"
+        " user_id TEXT NOT NULL, session_id TEXT NOT NULL, timestamp DOUBLE PRECISION NOT NULL,"
+        " body TEXT NOT NULL)",
+        "CREATE INDEX trio_agents_events_by_session"
+        " ON trio_agents_events (app_name, user_id, session_id, seq)",
+    ),
+)
+"""``MIGRATIONS[v]`` takes a database from schema version ``v`` to ``v + 1``."""
+
+_MIGRATION_LOCK = 7_263_524_101  # advisory lock id serializing migrations across processes
+_POLL = 0.1  # how often a worker waiting for a new pooled connection checks for cancellation
+_CANCEL_REPEAT = 0.25  # a cancel request the server dropped is sent again after this long
+
+
+class PostgresSessionService(SessionService):
+    """Sessions in the PostgreSQL database at ``dsn``.
+
+    Tables ``trio_agents_*`` are created (or migrated) in the connection's current schema on
+    first use; a database written by a newer trio_agents is refused with
+    :class:`~trio_agents.ConfigurationError`. ``min_size``/``max_size`` size the connection pool;
+    each run's lease holds one more connection of its own (:meth:`lease`).
+    """
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        if psycopg is None:
+            raise ConfigurationError(
+                "PostgresSessionService needs the 'postgres' extra: "
+                "pip install 'trio_agents[postgres]'"
+            )
+        super().__init__()
+        self.dsn = dsn
+        self._pool = psycopg_pool.ConnectionPool(
+            dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
+        )
+        self._slots = trio.CapacityLimiter(max_size)
+        self._opening = trio.Lock()
+        self._schema: str | None = None
+
+    async def aclose(self) -> None:
+        """Close the pool (waiting for queries in flight)."""
+        await trio.to_thread.run_sync(self._pool.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.aclose()
+
+    # -- running queries --------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[Any], T]) -> T:
+        """``fn(connection)`` in one transaction on a pooled connection, in a worker thread."""
+        await self._ensure_open()
+        async with self._slots:
+            take = functools.partial(_from_pool, self._pool)
+            return await _cancellable(take, self._pool.putconn, fn)
+
+    async def _ensure_open(self) -> str:
+        """Create or migrate the tables (once), open the pool; the current schema's name."""
+        if self._schema is not None:
+            return self._schema
+        async with self._opening:
+            if self._schema is None:
+                # A connect or a migration cannot be interrupted: a cancelled caller leaves it
+                # to finish (or fail) on its own.
+                schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
+                await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=False))
+                self._schema = schema
+            return self._schema
+
+    def _prepare(self) -> str:
+        with psycopg.connect(self.dsn) as conn, conn.transaction():
+            return _migrate(conn)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        check_state_delta(state or {}, "state")
+        sid = (session_id or "").strip() or new_session_id()
+        app, user, own = split_state_delta(state or {})
+        stamp = now()
+
+        def create(conn: Any) -> Session | None:
+            inserted = conn.execute(
+                "INSERT INTO trio_agents_sessions VALUES (%s, %s, %s, %s, 0, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                (app_name, user_id, sid, json.dumps(own), stamp, stamp),
+            ).rowcount
+            if not inserted:
+                raise SessionExistsError(sid)
+            _merge_scopes(conn, app_name, user_id, app, user)
+            return _read_session(conn, (app_name, user_id, sid), None)
+
+        session = await self._run(create)
+        assert session is not None
+        return session
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        key = (app_name, user_id, session_id)
+        return await self._run(lambda conn: _read_session(conn, key, config))
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+        def read(conn: Any) -> list[Session]:
+            rows = conn.execute(
+                f"{_SESSION_QUERY} WHERE s.app_name = %s AND (%s::text IS NULL OR s.user_id = %s)"
+                " ORDER BY s.created, s.id",
+                (app_name, user_id, user_id),
+            ).fetchall()
+            return [_session(app_name, *row, events=[]) for row in rows]
+
+        return await self._run(read)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        key = (app_name, user_id, session_id)
+
+        def delete(conn: Any) -> None:
+            conn.execute(
+                "DELETE FROM trio_agents_events WHERE app_name=%s AND user_id=%s AND session_id=%s",
+                key,
+            )
+            conn.execute(
+                "DELETE FROM trio_agents_sessions WHERE app_name=%s AND user_id=%s AND id=%s", key
+            )
+
+        await self._run(delete)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            await trio.lowlevel.checkpoint()
+            return event
+        delta = event.actions.state_delta
+        check_state_delta(delta)
+        stored = strip_temp(delta)
+        if stored is not None:
+            event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
+        body = event.to_json()
+        key = (session.app_name, session.user_id, session.id)
+        revision = session.revision  # the snapshot as of this call, whatever happens meanwhile
+        await self._run(lambda conn: _append(conn, key, revision, event, body))
+        if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
+            session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
+        self._apply_to_snapshot(session, event, revision + 1)
+        return event
+
+    # -- exclusivity across processes --------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, *, app_name: str, user_id: str, session_id: str, wait: bool = False
+    ) -> AsyncIterator[None]:
+        """Hold a session-level advisory lock on a connection of its own for the run.
+
+        Another holder anywhere (any process or machine on this database and schema) makes
+        ``wait=False`` raise :class:`~trio_agents.SessionBusyError`; ``wait=True`` queues in
+        PostgreSQL's lock queue (cancellable). The lock goes with its connection: when the run
+        ends, or when the process dies and the server notices the connection is gone.
+        """
+        async with super().lease(
+            app_name=app_name, user_id=user_id, session_id=session_id, wait=wait
+        ):
+            schema = await self._ensure_open()
+            lock = _lock_id(schema, (app_name, user_id, session_id))
+            conn = await trio.to_thread.run_sync(
+                functools.partial(psycopg.connect, self.dsn, autocommit=True)
+            )
+            try:
+                held = await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, wait))
+                if not held:
+                    raise SessionBusyError(session_id)
+                yield
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(conn.close)  # releases the lock too
+
+
+def _lock_id(schema: str, key: Key) -> int:
+    """The advisory lock id of a session: a 64-bit hash, namespaced to trio_agents."""
+    text = json.dumps([schema, *key]).encode()
+    digest = hashlib.blake2b(text, digest_size=8, person=b"trio_agents.run").digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _lock(conn: Any, lock: int, wait: bool) -> bool:
+    if wait:
+        conn.execute("SELECT pg_advisory_lock(%s)", (lock,))
+        return True
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+    return bool(row[0])
+
+
+def _keep(conn: Any) -> None:
+    """Release nothing: the lease's connection stays with the lease."""
+
+
+# -- cancellable transactions in worker threads ------------------------------------------------
+
+
+class _Abandoned(Exception):
+    """The caller was cancelled before a statement started: the transaction rolls back."""
+
+
+@attrs.define(eq=False)
+class _Call:
+    """One transaction in a worker thread, cancellable from Trio (see :func:`_cancellable`).
+
+    ``conn`` is set, under ``lock``, only while the transaction runs: a cancel request is sent
+    under the same lock, so it can never reach a connection another caller has since taken.
+    """
+
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    done: threading.Event = attrs.field(factory=threading.Event)
+    conn: Any = None
+    cancelled: bool = False
+    raise_cancel: Any = None
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise _Abandoned
+
+
+class _Guarded:
+    """A connection whose ``execute`` starts no statement once the caller is cancelled."""
+
+    __slots__ = ("_call", "_conn")
+
+    def __init__(self, conn: Any, call: _Call) -> None:
+        self._conn = conn
+        self._call = call
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        self._call.check()
+        return self._conn.execute(query, params)
+
+
+async def _cancellable(
+    acquire: Callable[[_Call], Any], release: Callable[[Any], None], fn: Callable[[Any], T]
+) -> T:
+    """Run ``fn(conn)`` in a transaction in a worker thread on ``acquire(call)``'s connection.
+
+    A Trio cancellation stops the call: before the transaction it starts nothing; during a
+    statement the server is asked to cancel it (repeatedly, until the call ends: a request that
+    arrives between statements is dropped); the transaction then rolls back and the caller sees
+    ``Cancelled``. A call that committed anyway returns its result.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    call = _Call()
+    task = trio.lowlevel.current_task()
+    token = trio.lowlevel.current_trio_token()
+
+    def work() -> T:
+        try:
+            conn = acquire(call)
+            try:
+                return _transaction(conn, call, fn)
+            finally:
+                release(conn)
+        finally:
+            call.done.set()
+
+    def deliver(result: Any) -> None:
+        stopped = (_Abandoned, psycopg.errors.QueryCanceled)
+        if call.cancelled and isinstance(getattr(result, "error", None), stopped):
+            result = outcome.capture(call.raise_cancel)
+        trio.lowlevel.reschedule(task, result)
+
+    def finished(result: Any) -> None:
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(deliver, result)
+
+    def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+        call.raise_cancel = raise_cancel
+        call.cancelled = True
+        trio.lowlevel.start_thread_soon(functools.partial(_cancel_until_done, call), _ignore)
+        return trio.lowlevel.Abort.FAILED
+
+    trio.lowlevel.start_thread_soon(work, finished)
+    result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+    return result
+
+
+def _transaction(conn: Any, call: _Call, fn: Callable[[Any], T]) -> T:
+    with call.lock:
+        call.check()
+        call.conn = conn
+    try:
+        with conn.transaction():
+            return fn(_Guarded(conn, call))
+    finally:
+        with call.lock:
+            call.conn = None
+
+
+def _cancel_until_done(call: _Call) -> None:
+    while True:
+        with call.lock:
+            if call.conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    call.conn.cancel_safe(timeout=5)
+        if call.done.wait(_CANCEL_REPEAT):
+            return
+
+
+def _ignore(result: object) -> None:
+    """Nothing to report: a failed cancel request leaves the call to end on its own."""
+
+
+def _from_pool(pool: Any, call: _Call) -> Any:
+    """A pooled connection; gives up (``_Abandoned``) as soon as the caller is cancelled."""
+    deadline = time.monotonic() + pool.timeout
+    while True:
+        call.check()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise psycopg_pool.PoolTimeout(f"no connection to PostgreSQL after {pool.timeout} s")
+        with contextlib.suppress(psycopg_pool.PoolTimeout):
+            return pool.getconn(timeout=min(_POLL, left))
+
+
+# -- SQL ----------------------------------------------------------------------------------------
+
+
+def _migrate(conn: Any) -> str:
+    """Bring the schema to :data:`SCHEMA_VERSION`; the name of the schema it lives in."""
+    (schema,) = conn.execute("SELECT current_schema()").fetchone()
+    if schema is None:
+        raise ConfigurationError("PostgreSQL: no schema on the search_path to create tables in")
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    conn.execute("CREATE TABLE IF NOT EXISTS trio_agents_meta (key TEXT PRIMARY KEY, value TEXT)")
+    row = conn.execute("SELECT value FROM trio_agents_meta WHERE key = 'schema_version'").fetchone()
+    version = int(row[0]) if row else 0
+    if version > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"PostgreSQL schema {schema!r} has trio_agents schema version {version}, newer than "
+            f"this trio_agents understands ({SCHEMA_VERSION}); upgrade trio_agents"
+        )
+    for statements in MIGRATIONS[version:]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(
+        "INSERT INTO trio_agents_meta VALUES ('schema_version', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        (str(SCHEMA_VERSION),),
+    )
+    return str(schema)
+
+
+def _merge_scopes(
+    conn: Any, app_name: str, user_id: str, app: Mapping[str, Any], user: Mapping[str, Any]
+) -> None:
+    """Fold ``app:``/``user:`` deltas into their rows (locked, merged in Python: JSON numbers
+    keep their exact type, which JSONB would not)."""
+    if app:
+        _merge_row(conn, "trio_agents_app_state", ("app_name",), (app_name,), app)
+    if user:
+        _merge_row(
+            conn, "trio_agents_user_state", ("app_name", "user_id"), (app_name, user_id), user
+        )
+
+
+def _merge_row(
+    conn: Any, table: str, columns: tuple[str, ...], key: tuple[str, ...], delta: Mapping[str, Any]
+) -> None:
+    where = " AND ".join(f"{c} = %s" for c in columns)
+    names = ", ".join(columns)
+    marks = ", ".join(["%s"] * (len(columns) + 1))
+    conn.execute(
+        f"INSERT INTO {table} ({names}, state) VALUES ({marks}) ON CONFLICT DO NOTHING",
+        (*key, "{}"),
+    )
+    (current,) = conn.execute(f"SELECT state FROM {table} WHERE {where} FOR UPDATE", key).fetchone()
+    merged = {**json.loads(current), **delta}
+    conn.execute(f"UPDATE {table} SET state = %s WHERE {where}", (json.dumps(merged), *key))
+
+
+_APPEND = (
+    "WITH bumped AS (UPDATE trio_agents_sessions SET revision = revision + 1, updated = %s,"
+    " state = COALESCE(%s, state) WHERE app_name = %s AND user_id = %s AND id = %s"
+    " AND revision = %s RETURNING app_name, user_id, id)"
+    " INSERT INTO trio_agents_events (app_name, user_id, session_id, timestamp, body)"
+    " SELECT app_name, user_id, id, %s, %s FROM bumped"
+)
+
+
+def _append(conn: Any, key: Key, revision: int, event: Event, body: str) -> None:
+    """Commit ``event``: the revision check is the first write's condition (a concurrent append
+    waits for the row lock, then finds the revision moved and fails)."""
+    app, user, own = split_state_delta(event.actions.state_delta)
+    state = None
+    if own:
+        row = conn.execute(
+            "SELECT state FROM trio_agents_sessions WHERE app_name = %s AND user_id = %s"
+            " AND id = %s AND revision = %s FOR UPDATE",
+            (*key, revision),
+        ).fetchone()
+        if row is None:
+            _refuse(conn, key, revision)
+        state = json.dumps({**json.loads(row[0]), **own})
+    written = conn.execute(
+        _APPEND, (event.timestamp, state, *key, revision, event.timestamp, body)
+    ).rowcount
+    if not written:
+        _refuse(conn, key, revision)
+    _merge_scopes(conn, key[0], key[1], app, user)
+
+
+def _refuse(conn: Any, key: Key, revision: int) -> NoReturn:
+    row = conn.execute(
+        "SELECT revision FROM trio_agents_sessions WHERE app_name = %s AND user_id = %s"
+        " AND id = %s",
+        key,
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(key[2])
+    raise StaleSessionError(key[2], expected=revision, actual=row[0])
+
+
+_SESSION_QUERY = (
+    "SELECT s.user_id, s.id, s.state, s.revision, s.updated, a.state, u.state"
+    " FROM trio_agents_sessions s"
+    " LEFT JOIN trio_agents_app_state a ON a.app_name = s.app_name"
+    " LEFT JOIN trio_agents_user_state u ON u.app_name = s.app_name AND u.user_id = s.user_id"
+)
+
+
+def _session(
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    own: str,
+    revision: int,
+    updated: float,
+    app: str | None,
+    user: str | None,
+    *,
+    events: list[Event],
+) -> Session:
+    scopes = [json.loads(text) if text else {} for text in (own, app, user)]
+    return Session(
+        id=session_id,
+        app_name=app_name,
+        user_id=user_id,
+        state=merged_state(*scopes),
+        events=EventLog(events),
+        revision=revision,
+        last_update_time=updated,
+    )
+
+
+def _read_session(conn: Any, key: Key, config: GetSessionConfig | None) -> Session | None:
+    row = conn.execute(
+        f"{_SESSION_QUERY} WHERE s.app_name = %s AND s.user_id = %s AND s.id = %s", key
+    ).fetchone()
+    if row is None:
+        return None
+    return _session(key[0], *row, events=_read_events(conn, key, config))
+
+
+def _read_events(conn: Any, key: Key, config: GetSessionConfig | None) -> list[Event]:
+    """The session's events in commit order, windowed in SQL (only those are parsed)."""
+    where = "app_name = %s AND user_id = %s AND session_id = %s"
+    args: list[Any] = list(key)
+    if config is not None and config.after_timestamp is not None:
+        where += " AND timestamp >= %s"
+        args.append(config.after_timestamp)
+    if config is not None and config.num_recent_events is not None:
+        query = (
+            f"SELECT body FROM (SELECT body, seq FROM trio_agents_events WHERE {where}"
+            " ORDER BY seq DESC LIMIT %s) AS recent ORDER BY seq"
+        )
+        args.append(config.num_recent_events)
+    else:
+        query = f"SELECT body FROM trio_agents_events WHERE {where} ORDER BY seq"
+    return [Event.from_json(body) for (body,) in conn.execute(query, args)]

@@ -1,0 +1,474 @@
+"""Sessions in a SQLite file: durable, versioned, and exclusive across processes.
+
+The connection lives on a thread of its own (:class:`~trio_agents._sqlite_thread.SqliteThread`);
+Trio never waits on a lock inside a statement for long: a statement gives up after
+:data:`~._sqlite_schema.LOCK_SLICE` and the job is retried from Trio until ``busy_timeout``, so a
+cancelled caller is released promptly, with nothing half-done (every job is one transaction).
+
+Every append is one ``BEGIN IMMEDIATE`` transaction whose ``UPDATE … WHERE revision = ?`` is the
+revision check, which stores the event and folds its delta into the session, user and app
+state. Events are read back in commit order (a sequence column); ``get_session`` cuts its window
+in SQL, so reading parses only the events asked for. A lease table makes invocations on one
+session exclusive across processes; a lease whose holder died expires.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Self, TypeVar
+
+import attrs
+import trio
+
+from .._errors import (
+    ConfigurationError,
+    SessionBusyError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+)
+from .._events import Event
+from .._ids import new_session_id, now
+from .._sqlite_thread import SqliteThread
+from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
+from .._util import without_cancelled
+from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._sqlite_schema import connection_setup, is_busy
+
+__all__ = ["SqliteSessionService"]
+
+logger = logging.getLogger("trio_agents")
+
+T = TypeVar("T")
+Key = tuple[str, str, str]
+"""(app_name, user_id, session_id)."""
+
+
+class SqliteSessionService(SessionService):
+    """Sessions in the SQLite file at ``path`` (created when missing), safe to share between
+    processes on one machine.
+
+    ``durable=True`` (the default) commits with ``synchronous=FULL``: a committed event survives
+    a power cut. ``durable=False`` uses ``synchronous=NORMAL``: appends skip the fsync and are
+    several times faster; a crash of the process still loses nothing, a power cut may lose the
+    last commits.
+
+    ``busy_timeout`` (seconds) bounds how long a call waits for another process's write lock
+    before raising ``sqlite3.OperationalError`` ("database is locked"). ``lease_seconds`` bounds
+    how long a process that died keeps its sessions busy; a live holder renews its lease every
+    ``lease_seconds / 3``, and stops its run with :class:`~trio_agents.SessionBusyError` if
+    another process took the session over meanwhile (its event loop was blocked that long).
+
+    A file that is not a trio_agents session database, or one written by a newer version, raises
+    :class:`~trio_agents.ConfigurationError` on first use and is left untouched. Close the
+    service with :meth:`aclose` or ``async with``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durable: bool = True,
+        busy_timeout: float = 10.0,
+        lease_seconds: float = 15.0,
+    ) -> None:
+        super().__init__()
+        if lease_seconds <= 0 or busy_timeout < 0:
+            raise ConfigurationError(
+                f"lease_seconds must be > 0 and busy_timeout >= 0, "
+                f"got {lease_seconds} and {busy_timeout}"
+            )
+        self.path = os.fspath(path)
+        self.durable = durable
+        self.busy_timeout = busy_timeout
+        self.lease_seconds = lease_seconds
+        self._db = SqliteThread(self.path, connection_setup(self.path, durable=durable))
+        self._owner = uuid.uuid4().hex
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionService({self.path!r}, durable={self.durable})"
+
+    async def aclose(self) -> None:
+        """Finish the pending calls, then close the connection and its thread."""
+        await self._db.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.aclose()
+
+    async def _run(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``job`` (one transaction) on the connection's thread, retrying while locked."""
+        deadline = trio.current_time() + self.busy_timeout
+        while True:
+            try:
+                return await self._db.run(job)
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN:
+                    raise ConfigurationError(
+                        f"cannot open the session database {self.path!r}: {exc}"
+                    ) from exc
+                if not is_busy(exc) or trio.current_time() >= deadline:
+                    raise
+            await trio.lowlevel.checkpoint()  # the job changed nothing; a cancelled caller leaves
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        check_state_delta(state or {}, "state")
+        key = (app_name, user_id, (session_id or "").strip() or new_session_id())
+        scopes = split_state_delta(state or {})
+        session = await self._run(functools.partial(_create, key=key, scopes=scopes, stamp=now()))
+        assert session is not None
+        return session
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        key = (app_name, user_id, session_id)
+        return await self._run(functools.partial(_get, key=key, config=config))
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+        return await self._run(functools.partial(_list, app_name=app_name, user_id=user_id))
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await self._run(functools.partial(_delete, key=(app_name, user_id, session_id)))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            await trio.lowlevel.checkpoint()
+            return event
+        delta = event.actions.state_delta
+        check_state_delta(delta)
+        stored = strip_temp(delta)
+        if stored is not None:
+            event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
+        job = functools.partial(
+            _append,
+            key=(session.app_name, session.user_id, session.id),
+            revision=session.revision,  # read here, not on the thread: one snapshot, one check
+            event=event,
+            body=event.to_json(),
+        )
+        revision = await self._run(job)
+        if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
+            session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
+        self._apply_to_snapshot(session, event, revision)
+        return event
+
+    # -- exclusivity across processes --------------------------------------------------------
+
+    @asynccontextmanager
+    async def lease(
+        self, *, app_name: str, user_id: str, session_id: str, wait: bool = False
+    ) -> AsyncIterator[None]:
+        """Exclusive across processes: a lease row, renewed while held, expiring if we die.
+
+        In this process the base class's per-session semaphore comes first, so tasks queue
+        here in arrival order; between processes a waiting run polls (with backoff).
+        """
+        key = (app_name, user_id, session_id)
+        async with super().lease(
+            app_name=app_name, user_id=user_id, session_id=session_id, wait=wait
+        ):
+            await self._take_lease(key, wait)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._keep_lease, key)
+                    try:
+                        yield
+                    finally:
+                        nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:  # the holder's own error keeps its type
+                failure = without_cancelled(group)
+                if failure is group:
+                    raise
+                raise failure from failure.__cause__
+            finally:
+                await self._release_lease(key)
+
+    async def _take_lease(self, key: Key, wait: bool) -> None:
+        take = functools.partial(_take, key=key, owner=self._owner, seconds=self.lease_seconds)
+        delay = 0.005
+        while not await self._run(take):
+            if not wait:
+                raise SessionBusyError(key[2])
+            await trio.sleep(delay)
+            delay = min(delay * 2, 0.25, self.lease_seconds / 4)
+
+    async def _keep_lease(self, key: Key) -> None:
+        renew = functools.partial(_renew, key=key, owner=self._owner, seconds=self.lease_seconds)
+        while True:
+            await trio.sleep(self.lease_seconds / 3)
+            if not await self._run(renew):
+                logger.warning(
+                    "lost the lease on session %r of %s: its holder was silent for over %s s and "
+                    "another process took it over; stopping this run",
+                    key[2],
+                    self.path,
+                    self.lease_seconds,
+                )
+                raise SessionBusyError(key[2])
+
+    async def _release_lease(self, key: Key) -> None:
+        """Best effort: a lease we fail to release expires on its own."""
+        release = functools.partial(_release, key=key, owner=self._owner)
+        with trio.move_on_after(self.lease_seconds, shield=True):
+            try:
+                await self._run(release)
+            except sqlite3.Error as exc:
+                logger.warning(
+                    "could not release the lease on session %r of %s (%s); it expires in %s s",
+                    key[2],
+                    self.path,
+                    exc,
+                    self.lease_seconds,
+                )
+
+
+# -- jobs: each runs on the connection's thread as one transaction ------------------------------
+
+
+class _transaction:
+    """``BEGIN`` … ``COMMIT``; on any failure (an interrupt too) the transaction is rolled back
+    and the original error propagates."""
+
+    def __init__(self, conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> None:
+        self.conn = conn
+        self.mode = mode
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute(f"BEGIN {self.mode}")
+        return self.conn
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        try:
+            if kind is None:
+                self.conn.execute("COMMIT")
+        finally:
+            if self.conn.in_transaction:  # SQLite rolls some failures back by itself
+                self.conn.execute("ROLLBACK")
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    return {} if text is None else dict(json.loads(text))
+
+
+def _dumps(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _create(
+    conn: sqlite3.Connection,
+    *,
+    key: Key,
+    scopes: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    stamp: float,
+) -> Session | None:
+    app, user, own = scopes
+    with _transaction(conn):
+        try:
+            conn.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, 0, ?, ?)",
+                (*key, _dumps(own), stamp, stamp),
+            )
+        except sqlite3.IntegrityError:
+            raise SessionExistsError(key[2]) from None
+        _merge_scopes(conn, key, app, user)
+        return _read_session(conn, key, GetSessionConfig(num_recent_events=0))
+
+
+def _get(conn: sqlite3.Connection, *, key: Key, config: GetSessionConfig | None) -> Session | None:
+    with _transaction(conn, "DEFERRED"):  # one snapshot: the revision matches the events
+        return _read_session(conn, key, config)
+
+
+def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> list[Session]:
+    query = "SELECT user_id, id, state, revision, updated FROM sessions WHERE app_name = ?"
+    args: tuple[str, ...] = (app_name,)
+    if user_id is not None:
+        query, args = query + " AND user_id = ?", (app_name, user_id)
+    with _transaction(conn, "DEFERRED"):
+        rows = conn.execute(query + " ORDER BY rowid", args).fetchall()
+        app = _scope(conn, "SELECT state FROM app_state WHERE app_name = ?", (app_name,))
+        users: dict[str, dict[str, Any]] = {}
+        for user, *_ in rows:
+            if user not in users:
+                users[user] = _scope(
+                    conn,
+                    "SELECT state FROM user_state WHERE app_name = ? AND user_id = ?",
+                    (app_name, user),
+                )
+    return [
+        Session(
+            id=sid,
+            app_name=app_name,
+            user_id=user,
+            state=merged_state(_loads(state), app, users[user]),
+            revision=revision,
+            last_update_time=updated,
+        )
+        for user, sid, state, revision, updated in rows
+    ]
+
+
+def _delete(conn: sqlite3.Connection, *, key: Key) -> None:
+    with _transaction(conn):
+        conn.execute("DELETE FROM events WHERE app_name=? AND user_id=? AND session_id=?", key)
+        conn.execute("DELETE FROM sessions WHERE app_name=? AND user_id=? AND id=?", key)
+
+
+def _append(conn: sqlite3.Connection, *, key: Key, revision: int, event: Event, body: str) -> int:
+    """Store ``event`` if the session is still at ``revision``; return the new revision."""
+    app, user, own = split_state_delta(event.actions.state_delta)
+    with _transaction(conn):
+        rows = conn.execute(
+            "UPDATE sessions SET revision = revision + 1, updated = ?"
+            " WHERE app_name=? AND user_id=? AND id=? AND revision=? RETURNING state",
+            (event.timestamp, *key, revision),
+        ).fetchall()
+        if not rows:
+            _refuse_append(conn, key, revision)
+        if own:
+            conn.execute(
+                "UPDATE sessions SET state = ? WHERE app_name=? AND user_id=? AND id=?",
+                (_dumps({**_loads(rows[0][0]), **own}), *key),
+            )
+        conn.execute(
+            "INSERT INTO events (app_name, user_id, session_id, timestamp, body)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (*key, event.timestamp, body),
+        )
+        _merge_scopes(conn, key, app, user)
+    return revision + 1
+
+
+def _refuse_append(conn: sqlite3.Connection, key: Key, revision: int) -> None:
+    row = conn.execute(
+        "SELECT revision FROM sessions WHERE app_name=? AND user_id=? AND id=?", key
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(key[2])
+    raise StaleSessionError(key[2], expected=revision, actual=row[0])
+
+
+def _scope(conn: sqlite3.Connection, query: str, args: tuple[str, ...]) -> dict[str, Any]:
+    row = conn.execute(query, args).fetchone()
+    return _loads(row and row[0])
+
+
+def _merge_scopes(
+    conn: sqlite3.Connection, key: Key, app: Mapping[str, Any], user: Mapping[str, Any]
+) -> None:
+    if app:
+        merged = {**_scope(conn, "SELECT state FROM app_state WHERE app_name = ?", key[:1]), **app}
+        conn.execute("INSERT OR REPLACE INTO app_state VALUES (?, ?)", (key[0], _dumps(merged)))
+    if user:
+        query = "SELECT state FROM user_state WHERE app_name = ? AND user_id = ?"
+        merged = {**_scope(conn, query, key[:2]), **user}
+        conn.execute(
+            "INSERT OR REPLACE INTO user_state VALUES (?, ?, ?)", (*key[:2], _dumps(merged))
+        )
+
+
+def _read_session(
+    conn: sqlite3.Connection, key: Key, config: GetSessionConfig | None
+) -> Session | None:
+    row = conn.execute(
+        "SELECT s.state, s.revision, s.updated,"
+        " (SELECT state FROM app_state a WHERE a.app_name = s.app_name),"
+        " (SELECT state FROM user_state u WHERE u.app_name = s.app_name AND u.user_id = s.user_id)"
+        " FROM sessions s WHERE s.app_name=? AND s.user_id=? AND s.id=?",
+        key,
+    ).fetchone()
+    if row is None:
+        return None
+    own, revision, updated, app, user = row
+    return Session(
+        id=key[2],
+        app_name=key[0],
+        user_id=key[1],
+        state=merged_state(_loads(own), _loads(app), _loads(user)),
+        events=EventLog(_read_events(conn, key, config)),
+        revision=revision,
+        last_update_time=updated,
+    )
+
+
+def _read_events(
+    conn: sqlite3.Connection, key: Key, config: GetSessionConfig | None
+) -> list[Event]:
+    """The events in commit order; the window is cut in SQL, so only it is parsed (R-ST-8)."""
+    where = "app_name = ? AND user_id = ? AND session_id = ?"
+    args: list[Any] = list(key)
+    if config is not None and config.after_timestamp is not None:
+        where += " AND timestamp >= ?"
+        args.append(config.after_timestamp)
+    if config is not None and config.num_recent_events is not None:
+        if config.num_recent_events == 0:
+            return []
+        query = (
+            f"SELECT body FROM (SELECT body, seq FROM events WHERE {where}"
+            " ORDER BY seq DESC LIMIT ?) ORDER BY seq"
+        )
+        args.append(config.num_recent_events)
+    else:
+        query = f"SELECT body FROM events WHERE {where} ORDER BY seq"
+    return [Event.from_json(body) for (body,) in conn.execute(query, args)]
+
+
+def _take(conn: sqlite3.Connection, *, key: Key, owner: str, seconds: float) -> bool:
+    """Take the lease unless another owner holds it unexpired (one ``BEGIN IMMEDIATE``)."""
+    clock = time.time()  # the processes sharing a file share this machine's clock
+    with _transaction(conn):
+        row = conn.execute(
+            "SELECT owner, expires FROM leases WHERE app_name=? AND user_id=? AND session_id=?",
+            key,
+        ).fetchone()
+        if row is not None and row[0] != owner and row[1] > clock:
+            return False
+        conn.execute(
+            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)", (*key, owner, clock + seconds)
+        )
+        return True
+
+
+def _renew(conn: sqlite3.Connection, *, key: Key, owner: str, seconds: float) -> bool:
+    """Extend our lease; False when another owner took it (it had expired)."""
+    with _transaction(conn):
+        cursor = conn.execute(
+            "UPDATE leases SET expires = ?"
+            " WHERE app_name=? AND user_id=? AND session_id=? AND owner=?",
+            (time.time() + seconds, *key, owner),
+        )
+        return cursor.rowcount == 1
+
+
+def _release(conn: sqlite3.Connection, *, key: Key, owner: str) -> None:
+    with _transaction(conn):
+        conn.execute(
+            "DELETE FROM leases WHERE app_name=? AND user_id=? AND session_id=? AND owner=?",
+            (*key, owner),
+        )
