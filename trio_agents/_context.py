@@ -113,16 +113,21 @@ class _Reply:
     because sending on the channel is one.
     """
 
-    __slots__ = ("_done", "_task", "error", "value")
+    __slots__ = ("_done", "_task", "error", "value", "watch")
 
-    def __init__(self) -> None:
+    def __init__(self, watch: Callable[[Event], None] | None = None) -> None:
         self._done = False
         self._task: trio.lowlevel.Task | None = None
         self.value: Event | None = None
         self.error: BaseException | None = None
+        self.watch = watch
 
     def set(self, value: Event) -> None:
+        """Answer with the committed event; escalation watchers run here, in the committing
+        task, before the Runner takes the next event (so no sibling event follows, R-PAR-6)."""
         self.value = value
+        if self.watch is not None:
+            self.watch(value)
         self._wake()
 
     def fail(self, error: BaseException) -> None:
@@ -294,13 +299,14 @@ class InvocationContext:
                 f"agent {self.agent.name!r} emitted {type(event).__name__}, not an Event"
             )
         event = self._stamp(event)
-        reply = _Reply()
+        reply = _Reply(self._on_commit if self._escalation_watchers else None)
         await self._send.send((event, reply))
-        committed = await reply.wait()
-        if committed.actions.escalate and not committed.partial and self._escalation_watchers:
+        return await reply.wait()
+
+    def _on_commit(self, committed: Event) -> None:
+        if committed.actions.escalate and not committed.partial:
             for watcher in self._escalation_watchers:
                 watcher(self.agent)
-        return committed
 
     def _stamp(self, event: Event) -> Event:
         changes: dict[str, Any] = {}
