@@ -35,8 +35,42 @@ _service_options = [
 ]
 
 
+_server_options = [
+    click.option("--host", default="127.0.0.1", show_default=True, help="the address to bind"),
+    click.option(
+        "--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="0: any"
+    ),
+    click.option(
+        "--auth-token",
+        envvar="TRIO_AGENTS_AUTH_TOKEN",
+        default=None,
+        help="require 'Authorization: Bearer <token>' (env TRIO_AGENTS_AUTH_TOKEN)",
+    ),
+    click.option(
+        "--cors-origin",
+        "--allow-origins",
+        "cors_origins",
+        multiple=True,
+        help="an origin allowed by CORS, '*' for any (repeatable)",
+    ),
+    click.option(
+        "--graceful-timeout",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(0),
+        help="seconds requests get to finish on Ctrl-C",
+    ),
+]
+
+
 def service_options(command: Any) -> Any:
     for option in reversed(_service_options):
+        command = option(command)
+    return command
+
+
+def server_options(command: Any) -> Any:
+    for option in reversed([*_server_options, *_service_options]):
         command = option(command)
     return command
 
@@ -161,3 +195,30 @@ async def _run(
                 async for event in events:
                     index += 1
                     print(format_event(index, event), file=out)
+
+
+@cli.command("api-server", help="Serve the apps of TARGET over ADK's HTTP API (Ctrl-C stops).")
+@click.argument("target")
+@server_options
+@click.pass_context
+def api_server(ctx: click.Context, /, target: str, **options: Any) -> None:
+    _serve(target, options, ui=False, out=_out(ctx))
+
+
+@cli.command(help="Serve the apps of TARGET: the HTTP API and the dev UI (Ctrl-C stops).")
+@click.argument("target")
+@server_options
+@click.pass_context
+def web(ctx: click.Context, /, target: str, **options: Any) -> None:
+    _serve(target, options, ui=True, out=_out(ctx))
+
+
+def _serve(target: str, options: dict[str, Any], *, ui: bool, out: TextIO) -> None:
+    try:
+        from ._serve import ServeOptions, serve_apps
+    except ImportError as exc:
+        raise click.ClickException(
+            f"this command needs the 'server' extra: pip install 'trio_agents[server]' ({exc})"
+        ) from exc
+    apps = load_agents(target)
+    trio.run(serve_apps, apps, ServeOptions(**options, ui=ui), out)

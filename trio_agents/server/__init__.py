@@ -32,11 +32,24 @@ session's history; partial chunks carry the last committed one), then exactly on
 (plus ``"error": {"type", "message"}``). A second run on a busy session gets 409 and stores nothing.
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
+
+The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
+public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
+session, chat, follow the live event timeline (parallel branches as lanes, each event's state and
+artifact deltas) and cancel the run in flight.
 """
 
 from __future__ import annotations
 
 from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
 from ._serve import serve as serve
+from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "serve"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "UI_PATH",
+    "UI_PUBLIC_PATHS",
+    "create_app",
+    "serve",
+    "ui_routes",
+]

@@ -50,6 +50,7 @@ def create_app(
     ping_interval: float = 15.0,
     cleanup_timeout: float = 10.0,
     extra_routes: Sequence[BaseRoute] = (),
+    public_paths: Sequence[str] = (),
 ) -> Starlette:
     """The ADK-compatible HTTP API over ``agents`` (app name → root agent), as an ASGI app.
 
@@ -69,6 +70,8 @@ def create_app(
         default_app_name: the app of run requests without ``appName``.
         ping_interval: seconds of silence after which an SSE stream sends a ``: ping`` comment.
         extra_routes: more routes (e.g. a UI), matched after the API's own.
+        public_paths: paths served without the bearer token besides ``/health``; one ending in
+            ``*`` opens every path it prefixes (for a UI's static files: see :func:`ui_routes`).
     """
     if max_body_bytes <= 0 or max_detached_runs < 0:
         raise ConfigurationError("max_body_bytes must be > 0 and max_detached_runs >= 0")
@@ -91,7 +94,7 @@ def create_app(
     )
     app = Starlette(
         routes=[*_routes(sessions, runs), *extra_routes],
-        middleware=_middleware(auth_token, cors_origins),
+        middleware=_middleware(auth_token, cors_origins, public_paths),
         exception_handlers={HTTPError: _http_error, HTTPException: _starlette_error},
         lifespan=_lifespan_of(core),
     )
@@ -126,7 +129,9 @@ def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
     ]
 
 
-def _middleware(auth_token: str | None, cors_origins: Sequence[str]) -> list[Middleware]:
+def _middleware(
+    auth_token: str | None, cors_origins: Sequence[str], public_paths: Sequence[str]
+) -> list[Middleware]:
     middleware: list[Middleware] = []
     if cors_origins:
         middleware.append(
@@ -139,7 +144,8 @@ def _middleware(auth_token: str | None, cors_origins: Sequence[str]) -> list[Mid
             )
         )
     if auth_token is not None:
-        middleware.append(Middleware(BearerAuth, token=auth_token, open_paths=("/health",)))
+        open_paths = ("/health", *public_paths)
+        middleware.append(Middleware(BearerAuth, token=auth_token, open_paths=open_paths))
     return middleware
 
 

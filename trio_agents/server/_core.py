@@ -104,6 +104,11 @@ class ServerCore:
             while len(self.outcomes) > OUTCOMES_KEPT:
                 self.outcomes.popitem(last=False)
 
+    def cancel_runs(self, reason: str) -> None:
+        """Cancel every run in flight: each one ends with its ``cancelled`` terminal frame."""
+        for live in list(self.live.values()):
+            live.cancel(reason)
+
     # -- shutdown ------------------------------------------------------------------------------
 
     async def close(self) -> None:

@@ -173,8 +173,9 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
 class BearerAuth:
     """ASGI middleware: HTTP requests need ``Authorization: Bearer <token>`` (else 401).
 
-    Paths in ``open_paths`` (the health probe) stay open. CORS preflights never get here: the
-    CORS middleware sits outside and answers them.
+    Paths in ``open_paths`` (the health probe, a UI's static files) stay open; one ending in
+    ``*`` opens every path it prefixes. CORS preflights never get here: the CORS middleware sits
+    outside and answers them.
     """
 
     def __init__(self, app: ASGIApp, *, token: str, open_paths: Collection[str] = ()) -> None:
@@ -182,16 +183,20 @@ class BearerAuth:
             raise ValueError("the bearer token must not be empty")
         self.app = app
         self._token = token.encode()
-        self._open = frozenset(open_paths)
+        self._open = frozenset(p for p in open_paths if not p.endswith("*"))
+        self._open_prefixes = tuple(p.removesuffix("*") for p in open_paths if p.endswith("*"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open or self._allowed(scope):
+        if scope["type"] != "http" or self._is_open(scope["path"]) or self._allowed(scope):
             await self.app(scope, receive, send)
             return
         error = HTTPError(
             401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
         )
         await error_response(error)(scope, receive, send)
+
+    def _is_open(self, path: str) -> bool:
+        return path in self._open or path.startswith(self._open_prefixes)
 
     def _allowed(self, scope: Scope) -> bool:
         scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
+
+from ._core import ServerCore
 
 __all__ = ["serve"]
 
@@ -26,10 +29,21 @@ async def serve(
 
     Run it with ``trio.run(functools.partial(serve, app, port=8000))``, or start it in a nursery:
     ``urls = await nursery.start(functools.partial(serve, app, port=0))`` gives the bound URLs
-    (port 0 picks a free port). On shutdown, requests get ``graceful_timeout`` seconds to finish.
+    (port 0 picks a free port). When ``shutdown_trigger`` returns, the runs in flight of an app
+    of :func:`create_app` are cancelled first (their streams end with ``event: cancelled``), then
+    requests get ``graceful_timeout`` seconds to finish.
     """
+    if shutdown_trigger is not None:
+        shutdown_trigger = functools.partial(_cancelling_runs, app, shutdown_trigger)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = "-" if access_log else None
     config.graceful_timeout = graceful_timeout
     await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger, task_status=task_status)
+
+
+async def _cancelling_runs(app: Any, trigger: Callable[[], Awaitable[None]]) -> None:
+    await trigger()
+    core = getattr(getattr(app, "state", None), "core", None)
+    if isinstance(core, ServerCore):
+        core.cancel_runs("the server is shutting down")

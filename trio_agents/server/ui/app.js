@@ -1,0 +1,429 @@
+// The trio_agents dev UI: plain JavaScript over the HTTP API of the same server.
+//
+// Runs stream from POST /run_sse, read with fetch and a ReadableStream (EventSource cannot
+// POST). Every committed event becomes a card in the timeline, in the lane of its branch;
+// partial chunks only stream into the chat. The terminal frame (done, cancelled or error) ends
+// the run, and the Cancel button POSTs the cancel route of the invocation in flight.
+"use strict";
+
+const TOKEN_KEY = "trio_agents.token";
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  app: $("app"), user: $("user"), session: $("session"), newSession: $("new-session"),
+  tokenButton: $("token-button"), tokenForm: $("token-form"), token: $("token"),
+  notice: $("notice"), chat: $("chat"), status: $("status"), composer: $("composer"),
+  message: $("message"), send: $("send"), cancel: $("cancel"), state: $("state"),
+  timeline: $("timeline"),
+};
+
+const current = {
+  running: false,
+  invocationId: null,
+  lanes: new Map(), // lane name -> column number
+  rows: 1, // the timeline's last used grid row (row 1 holds the lane headers)
+  streaming: new Map(), // author + branch -> the chat bubble receiving partial chunks
+};
+
+// -- the API ------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(`${status}: ${detail}`);
+    this.status = status;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = { method, headers };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const response = await fetch(path, init);
+  if (response.status === 401) askForToken();
+  if (!response.ok) {
+    const error = await response.json().catch(() => ({}));
+    throw new ApiError(response.status, error.detail || response.statusText);
+  }
+  return response;
+}
+
+const getJson = async (path) => (await api("GET", path)).json();
+const enc = encodeURIComponent;
+const sessionsPath = () => `/apps/${enc(ui.app.value)}/users/${enc(ui.user.value)}/sessions`;
+const sessionPath = () => `${sessionsPath()}/${enc(ui.session.value)}`;
+
+// The frames of an SSE response: {event, id, data} with data parsed as JSON.
+async function* sseFrames(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = parseFrame(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+      if (frame) yield frame;
+    }
+  }
+}
+
+function parseFrame(block) {
+  const frame = { event: "message", id: null, data: [] };
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue; // ": ping" keeps the connection alive
+    const colon = line.indexOf(":");
+    const name = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (name === "data") frame.data.push(value);
+    else if (name === "event") frame.event = value;
+    else if (name === "id") frame.id = Number(value);
+  }
+  return frame.data.length ? { ...frame, data: JSON.parse(frame.data.join("\n")) } : null;
+}
+
+// -- small helpers ----------------------------------------------------------------------------
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const pretty = (value) => JSON.stringify(value, null, 2);
+const short = (text, limit = 90) => (text.length > limit ? `${text.slice(0, limit - 1)}…` : text);
+const isEmpty = (value) => !value || Object.keys(value).length === 0;
+
+function notify(message) {
+  ui.notice.textContent = message;
+  ui.notice.hidden = !message;
+}
+
+function setStatus(state, text) {
+  ui.status.dataset.state = state;
+  ui.status.textContent = text;
+}
+
+function setRunning(running) {
+  current.running = running;
+  ui.send.disabled = running;
+  ui.cancel.disabled = !running || !current.invocationId;
+  for (const control of [ui.app, ui.user, ui.session, ui.newSession]) control.disabled = running;
+}
+
+// -- apps and sessions --------------------------------------------------------------------------
+
+async function loadApps() {
+  const apps = await getJson("/list-apps");
+  ui.app.replaceChildren(...apps.map((name) => new Option(name, name)));
+  notify(apps.length ? "" : "This server has no apps.");
+  await loadSessions();
+}
+
+async function loadSessions(selected) {
+  const sessions = await getJson(sessionsPath());
+  sessions.sort((a, b) => b.lastUpdateTime - a.lastUpdateTime);
+  const options = sessions.map((s) => new Option(`${s.id} · ${clock(s.lastUpdateTime)}`, s.id));
+  if (!options.length) options.push(new Option("(none yet: Send starts one)", ""));
+  ui.session.replaceChildren(...options);
+  if (selected) ui.session.value = selected;
+  await showSession();
+}
+
+const clock = (seconds) => new Date(seconds * 1000).toLocaleTimeString();
+
+async function newSession() {
+  const response = await api("POST", sessionsPath(), {});
+  const session = await response.json();
+  await loadSessions(session.id);
+  return session.id;
+}
+
+async function showSession() {
+  clearViews();
+  if (!ui.session.value) return;
+  const session = await getJson(sessionPath());
+  session.events.forEach((event, index) => showEvent(event, index + 1));
+  ui.state.textContent = pretty(session.state);
+}
+
+async function refreshState() {
+  if (!ui.session.value) return;
+  const session = await getJson(sessionPath());
+  ui.state.textContent = pretty(session.state);
+}
+
+function clearViews() {
+  ui.chat.replaceChildren();
+  ui.timeline.replaceChildren();
+  ui.timeline.style.gridTemplateColumns = "";
+  ui.state.textContent = "{}";
+  current.lanes.clear();
+  current.rows = 1;
+  current.streaming.clear();
+  setStatus("idle", "idle");
+}
+
+// -- running ------------------------------------------------------------------------------------
+
+async function send(text) {
+  if (current.running || !text.trim()) return;
+  if (!ui.session.value) await newSession();
+  showUserTurn(text);
+  current.invocationId = null;
+  setRunning(true);
+  setStatus("running", "running…");
+  try {
+    await stream(text);
+  } catch (error) {
+    setStatus("error", `error: ${error.message}`);
+  } finally {
+    setRunning(false);
+    await refreshState().catch(() => {});
+  }
+}
+
+async function stream(text) {
+  const response = await api("POST", "/run_sse", {
+    appName: ui.app.value,
+    userId: ui.user.value,
+    sessionId: ui.session.value,
+    newMessage: { role: "user", parts: [{ text }] },
+    streaming: true,
+  });
+  for await (const frame of sseFrames(response)) {
+    if (frame.event !== "message") return showTerminal(frame.event, frame.data);
+    onEvent(frame.data, frame.id);
+  }
+  setStatus("error", "error: the stream ended without a terminal frame");
+}
+
+function onEvent(event, seq) {
+  if (!current.invocationId && event.invocationId) {
+    current.invocationId = event.invocationId;
+    ui.cancel.disabled = false;
+    setStatus("running", `running… (invocation ${event.invocationId})`);
+  }
+  if (event.partial) streamChunk(event);
+  else showEvent(event, seq);
+}
+
+async function cancelRun() {
+  if (!current.invocationId) return;
+  ui.cancel.disabled = true;
+  setStatus("cancelling", "cancelling…");
+  const path = `${sessionPath()}/invocations/${enc(current.invocationId)}/cancel`;
+  try {
+    await api("POST", path);
+  } catch (error) {
+    if (error.status !== 404) notify(`Cancel failed: ${error.message}`); // 404: already over
+  }
+}
+
+function showTerminal(kind, data) {
+  const error = data.error ? `: ${data.error.type}: ${data.error.message}` : "";
+  setStatus(kind, `${kind}${error}`);
+  const row = el("div", `terminal ${kind}`, `■ ${kind}${error}`);
+  placeRow(row);
+  for (const bubble of current.streaming.values()) bubble.classList.remove("live");
+  current.streaming.clear();
+}
+
+// -- the chat -----------------------------------------------------------------------------------
+
+function showUserTurn(text) {
+  ui.chat.append(bubble("user", "you", text));
+  const row = el("div", "turn", `user: ${short(text)}`);
+  placeRow(row);
+  scrollDown();
+}
+
+function bubble(kind, author, text) {
+  const item = el("li", `bubble ${kind}`);
+  item.append(el("span", "who", author), el("span", "text", text));
+  return item;
+}
+
+function streamChunk(event) {
+  const text = textOf(event);
+  if (!text) return;
+  const key = `${event.author}|${event.branch || ""}`;
+  let item = current.streaming.get(key);
+  if (!item) {
+    item = bubble("agent live", event.author, "");
+    current.streaming.set(key, item);
+    ui.chat.append(item);
+  }
+  item.querySelector(".text").textContent += text;
+  scrollDown();
+}
+
+function chatEvent(event) {
+  if (event.author === "user") return;
+  const key = `${event.author}|${event.branch || ""}`;
+  const live = current.streaming.get(key);
+  current.streaming.delete(key);
+  const text = textOf(event);
+  if (text) {
+    const item = live || bubble("agent", event.author, "");
+    item.classList.remove("live");
+    item.querySelector(".text").textContent = text;
+    if (!live) ui.chat.append(item);
+  } else if (live) {
+    live.remove();
+  }
+  for (const line of callLines(event)) ui.chat.append(bubble("tool", event.author, line));
+  scrollDown();
+}
+
+const scrollDown = () => ui.chat.scrollTo({ top: ui.chat.scrollHeight });
+
+// -- events -------------------------------------------------------------------------------------
+
+const partsOf = (event) => (event.content && event.content.parts) || [];
+const textOf = (event) => partsOf(event).map((part) => part.text || "").join("");
+
+function callLines(event) {
+  const lines = [];
+  for (const part of partsOf(event)) {
+    if (part.functionCall) {
+      lines.push(`call ${part.functionCall.name}(${JSON.stringify(part.functionCall.args || {})})`);
+    }
+    if (part.functionResponse) {
+      const answer = JSON.stringify(part.functionResponse.response);
+      lines.push(`${part.functionResponse.name} → ${short(answer)}`);
+    }
+  }
+  const transfer = event.actions && event.actions.transferToAgent;
+  if (transfer) lines.push(`transfer to ${transfer}`);
+  return lines;
+}
+
+function summaryOf(event) {
+  const text = textOf(event);
+  if (event.errorCode || event.errorMessage) {
+    return `error ${event.errorCode || ""} ${event.errorMessage || ""}`.trim();
+  }
+  const lines = callLines(event);
+  if (lines.length) return short(lines.join("; "));
+  if (text) return short(text);
+  if (event.actions && event.actions.escalate) return "escalate";
+  return "(no content)";
+}
+
+function showEvent(event, seq) {
+  if (event.author === "user") {
+    ui.chat.append(bubble("user", "you", textOf(event)));
+    placeRow(el("div", "turn", `user: ${short(textOf(event))}`));
+    return;
+  }
+  chatEvent(event);
+  const lane = laneOf(event.branch || "main");
+  const card = eventCard(event, seq);
+  card.style.gridColumn = String(lane);
+  card.dataset.lane = String(lane);
+  placeRow(card);
+}
+
+function eventCard(event, seq) {
+  const actions = event.actions || {};
+  const card = el("details", "event");
+  Object.assign(card.dataset, { seq: seq ?? "", author: event.author, branch: event.branch || "" });
+  const summary = el("summary");
+  summary.append(el("span", "seq", seq ? `#${seq}` : ""), el("span", "author", event.author));
+  if (!isEmpty(actions.stateDelta)) summary.append(el("span", "badge state", "Δ state"));
+  if (!isEmpty(actions.artifactDelta)) summary.append(el("span", "badge artifact", "Δ artifact"));
+  summary.append(el("span", "what", summaryOf(event)));
+  const raw = el("details", "raw");
+  raw.append(el("summary", "", "event JSON"), el("pre", "", pretty(event)));
+  card.append(
+    summary,
+    el("h4", "", "State delta"),
+    el("pre", "state-delta", isEmpty(actions.stateDelta) ? "none" : pretty(actions.stateDelta)),
+    el("h4", "", "Artifact delta"),
+    el("pre", "artifact-delta", isEmpty(actions.artifactDelta) ? "none" : pretty(actions.artifactDelta)),
+    raw,
+  );
+  return card;
+}
+
+// The column of a lane, adding it (and its header) on first use.
+function laneOf(name) {
+  if (!current.lanes.has(name)) {
+    const column = current.lanes.size + 1;
+    current.lanes.set(name, column);
+    const head = el("div", "lane-head", name === "main" ? "main (no branch)" : name);
+    head.style.gridColumn = String(column);
+    head.style.setProperty("--lane", column);
+    head.dataset.lane = name;
+    ui.timeline.append(head);
+    ui.timeline.style.gridTemplateColumns = `repeat(${column}, minmax(15rem, 1fr))`;
+  }
+  return current.lanes.get(name);
+}
+
+function placeRow(node) {
+  if (!current.lanes.size) laneOf("main");
+  current.rows += 1;
+  node.style.gridRow = String(current.rows);
+  if (node.dataset.lane) node.style.setProperty("--lane", node.dataset.lane);
+  ui.timeline.append(node);
+  ui.timeline.parentElement.scrollTo({ top: ui.timeline.scrollHeight });
+}
+
+// -- the bearer token ---------------------------------------------------------------------------
+
+function askForToken() {
+  ui.tokenForm.hidden = false;
+  notify("This server needs a bearer token: enter it above.");
+  ui.token.focus();
+}
+
+async function useToken(event) {
+  event.preventDefault();
+  const token = ui.token.value.trim();
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  ui.tokenForm.hidden = true;
+  notify("");
+  await guarded(loadApps)();
+}
+
+// -- wiring -------------------------------------------------------------------------------------
+
+// Run an async handler, showing its failure rather than losing it.
+const guarded = (handler) => async (...args) => {
+  try {
+    await handler(...args);
+  } catch (error) {
+    if (error.status !== 401) notify(error.message);
+  }
+};
+
+function submitMessage(event) {
+  event.preventDefault();
+  const text = ui.message.value;
+  ui.message.value = "";
+  return send(text);
+}
+
+ui.app.addEventListener("change", guarded(() => loadSessions()));
+ui.user.addEventListener("change", guarded(() => loadSessions()));
+ui.session.addEventListener("change", guarded(showSession));
+ui.newSession.addEventListener("click", guarded(newSession));
+ui.composer.addEventListener("submit", guarded(submitMessage));
+ui.message.addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || event.shiftKey) return;
+  event.preventDefault();
+  ui.composer.requestSubmit();
+});
+ui.cancel.addEventListener("click", guarded(cancelRun));
+ui.tokenButton.addEventListener("click", () => { ui.tokenForm.hidden = !ui.tokenForm.hidden; });
+ui.tokenForm.addEventListener("submit", useToken);
+
+guarded(loadApps)();
