@@ -133,6 +133,7 @@ def test_chat_timeline_lanes_deltas_and_cancel(browser: webdriver.Chrome) -> Non
         saved.find_element(By.TAG_NAME, "summary").click()
         assert '"note.txt": 0' in saved.find_element(By.CSS_SELECTOR, ".artifact-delta").text
         if shot := os.environ.get("TRIO_AGENTS_DEV_UI_SCREENSHOT"):
+            browser.set_window_size(1440, 1180)  # the whole run, down to its terminal frame
             browser.save_screenshot(shot)
 
         page.pick_app("slow")
