@@ -121,13 +121,22 @@ class ScriptedAgent(BaseAgent):
         super().__init__(name=name, **kwargs)
         self.script: tuple[Step, ...] = tuple(as_step(s) for s in script)
         self.trace = trace
+        self._runs: dict[str, int] = {}  # untraced: runs per invocation id
 
     def __repr__(self) -> str:
         return f"ScriptedAgent({self.name}: {', '.join(map(repr, self.script)) or 'nothing'})"
 
     async def _run_async_impl(self, ctx: InvocationContext) -> None:
-        trace = self.trace if self.trace is not None else Trace()
+        trace = self.trace
+        if trace is None:
+            # Untraced: count this agent's runs per invocation (a loop's second pass is run 2).
+            trace = Trace()
+            if ctx.invocation_id not in self._runs:
+                self._runs = {ctx.invocation_id: 0}
+            trace.runs[self.name] = self._runs[ctx.invocation_id]
         run = trace.runs[self.name] = trace.runs.get(self.name, 0) + 1
+        if self.trace is None:
+            self._runs[ctx.invocation_id] = run
         trace.running += 1
         try:
             for index, step in enumerate(self.script):

@@ -81,8 +81,9 @@ def normalize(events: Sequence[Event]) -> list[dict[str, Any]]:
 
     Timestamps are dropped; event ids, invocation ids and function-call ids become ``<id-1>``,
     ``<invocation-1>``, ``<call-1>``, ... in order of first appearance, so the structure stays:
-    two events of one invocation share ``<invocation-1>``, and a response names the same
-    ``<call-N>`` as its call. Everything else is ADK's JSON form (``Event.to_dict()``).
+    two events of one invocation share ``<invocation-1>``, and a response (or a long-running id,
+    or a ``requestedAuthConfigs`` key) names the same ``<call-N>`` as its call. Everything else
+    is ADK's JSON form (``Event.to_dict()``).
     """
     names: dict[tuple[str, str], str] = {}
     counts: dict[str, int] = {}
@@ -107,5 +108,10 @@ def normalize(events: Sequence[Event]) -> list[dict[str, Any]]:
                     part[field]["id"] = rename("call", part[field]["id"])
         if "longRunningToolIds" in data:
             data["longRunningToolIds"] = [rename("call", i) for i in data["longRunningToolIds"]]
+        auth = data.get("actions", {}).get("requestedAuthConfigs")
+        if auth:  # keyed by the id of the call that asked for credentials
+            data["actions"]["requestedAuthConfigs"] = {
+                rename("call", key): value for key, value in auth.items()
+            }
         out.append(data)
     return out

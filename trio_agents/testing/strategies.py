@@ -296,9 +296,12 @@ def applications(
 
 
 def stops(*, max_after: int = 12, max_at: float = 5.0) -> st.SearchStrategy[Stop]:
-    """How a run ends: completion, the consumer leaving or cancelling after some events, or a
-    cancel / timeout some (mock-clock) seconds in."""
-    times = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, max_at])
+    """How a run ends: completion, the consumer leaving or cancelling after at most ``max_after``
+    events, or a cancel / timeout at most ``max_at`` (mock-clock) seconds in."""
+    if max_after < 0 or max_at < 0:
+        raise ValueError("max_after and max_at cannot be negative")
+    steps = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
+    times = st.sampled_from(sorted({t for t in steps if t < max_at} | {max_at}))
     return st.one_of(
         st.just(Stop()),
         st.builds(Stop, kind=st.sampled_from(["leave", "cancel"]), after=st.integers(0, max_after)),
