@@ -335,9 +335,13 @@ async def test_scripted_agent_follows_every_kind_of_step(
 async def test_scripted_agent_numbers_its_runs() -> None:
     agent = ScriptedAgent(name="s", script=["emit"])
     loop = LoopAgent(name="loop", sub_agents=[agent], max_iterations=3)
-    result = await collect(InMemoryRunner(loop), user_id="u", new_message="go")
+    runner = InMemoryRunner(loop)
+    result = await collect(runner, user_id="u", new_message="go")
     assert tags(result.events) == [("s", run, 0, "emit", False) for run in (1, 2, 3)]
     assert result.session.state == {"s.0": 3}
+    # run numbers count within one invocation: the next invocation starts at 1 again
+    again = await collect(runner, user_id="u", session_id=result.session.id, new_message="again")
+    assert tags(again.events) == tags(result.events)
 
 
 async def test_an_escalating_scripted_agent_ends_its_loop() -> None:
