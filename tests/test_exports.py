@@ -20,6 +20,7 @@ PUBLIC_NAMESPACES = [
     "trio_agents.server",
     "trio_agents.sessions",
     "trio_agents.testing",
+    "trio_agents.testing.strategies",
     "trio_agents.tools",
 ]
 
@@ -75,7 +76,29 @@ CONTRACT = {
         "LongRunningFunctionTool",
         "exit_loop",
     ],
-    "trio_agents.testing": ["ScriptedModel"],
+    "trio_agents.testing": [
+        "ScriptedModel",
+        "RecordingPlugin",
+        "collect",
+        "normalize",
+        "check_invariants",
+        "RecordingModel",
+        "ReplayModel",
+        "ReplayMissError",
+        "sequential_ids",
+        "fixed_clock",
+        "scheduler_seed",
+    ],
+    "trio_agents.testing.strategies": [
+        "contents",
+        "events",
+        "event_actions",
+        "state_deltas",
+        "applications",
+        "interleavings",
+        "explore_interleavings",
+    ],
+    "trio_agents.server": ["create_app", "serve"],
     "trio_agents.memory": ["MemoryService", "InMemoryMemoryService", "SqliteMemoryService"],
 }
 

@@ -130,7 +130,7 @@ def test_drawn_applications_run_to_completion_and_keep_every_rule(
     assert run.error is None, app.describe()
     assert not run.stopped
     assert check_invariants(run.delivered, run.session) == []
-    assert app.violations(run, strict_escalation=False) == []
+    assert app.violations(run) == []
 
 
 @settings(max_examples=40, deadline=None)
@@ -139,7 +139,7 @@ def test_drawn_applications_stopped_or_failing_keep_every_rule(
     app: Application, stop: Stop, interleaving: Interleaving
 ) -> None:
     run = _run(app, stop)
-    problems = app.violations(run, strict_escalation=False)
+    problems = app.violations(run)
     assert problems == [], f"{app.describe()}\n{stop!r} {interleaving!r}\n{run.error!r}"
 
 

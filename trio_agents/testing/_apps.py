@@ -118,20 +118,15 @@ class Application:
     def __repr__(self) -> str:
         return "Application(\n" + self.describe() + "\n)"
 
-    def violations(self, run: AppRun, *, strict_escalation: bool = True) -> list[str]:
-        """Every rule the run broke: ARCHITECTURE §2 and the workflow ordering rules.
-
-        ``strict_escalation=False`` tolerates, after a direct child of a parallel agent
-        escalated, up to two more events from its other branches, sent before the escalating
-        task cancelled them (R-PAR-6 as written allows none).
-        """
+    def violations(self, run: AppRun) -> list[str]:
+        """Every rule the run broke: ARCHITECTURE §2 and the workflow ordering rules."""
         if run.stopped and not any(e.author == "user" for e in run.session.events):
             return _never_started(run)
         problems = check_invariants(run.delivered, run.session)
         problems += self.trace.violations
         if self.trace.running:
             problems.append(f"rule 5: {self.trace.running} scripted agents still running")
-        reference = Reference(self.root, streaming=self.streaming, in_flight=not strict_escalation)
+        reference = Reference(self.root, streaming=self.streaming)
         problems += reference.feed(run.delivered)
         problems += _ending(reference, run)
         if run.hooks is not None:

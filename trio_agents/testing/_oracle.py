@@ -31,10 +31,6 @@ from ._planned import FOLLOW_UP, FUZZ_TOOL, PlannedModel, Turn
 
 __all__ = ["token_of"]  # Reference and Token: internal to Application.violations
 
-IN_FLIGHT = 2
-"""How many events a parallel agent's other branches can still deliver after a direct child's
-escalation, when the runtime runs escalation watchers in the escalating task (tolerated mode)."""
-
 
 @attrs.frozen
 class Token:
@@ -93,9 +89,8 @@ def token_of(event: Event) -> Token:
 class _World:
     """State the reference shares across runs: run counters and plan positions."""
 
-    def __init__(self, root: BaseAgent, streaming: bool, in_flight: bool) -> None:
+    def __init__(self, root: BaseAgent, streaming: bool) -> None:
         self.streaming = streaming
-        self.in_flight = in_flight
         self.leaf_runs: dict[str, int] = {}
         self.turns: dict[str, int] = {}
         self.branches: dict[str, str | None] = {}
@@ -395,10 +390,6 @@ class _LoopRun(_ChainRun):
 class _ParallelRun(_Run):
     """R-PAR-3: every child at once, each in its order; R-PAR-6: a direct child's escalation
     ends the parallel agent (nothing more from any branch).
-
-    With ``in_flight`` tolerated, the other branches may still deliver :data:`IN_FLIGHT` events
-    in all: the consumer can take one sibling's event right after the escalation commits, and
-    one more in the next scheduling batch, in which the escalating task runs and cancels them.
     """
 
     def __init__(self, world: _World, agent: BaseAgent, branch: str | None) -> None:
@@ -408,31 +399,15 @@ class _ParallelRun(_Run):
             for child in agent.sub_agents
         ]
         self.cut_by: _Run | None = None
-        self.slipped = 0
 
     def offer(self, token: Token) -> bool:
         if self.cut_by is not None:
-            return self._slip(token)
+            return False  # R-PAR-6: nothing follows a direct child's escalation
         for run in self.runs:
             if run.offer(token):
                 self.escalated |= run.escalated
                 if token.escalate and token.author == run.agent.name:
                     self.cut_by = run
-                return True
-        return False
-
-    def _slip(self, token: Token) -> bool:
-        """An event already in flight when a direct child escalated (tolerated mode only)."""
-        assert self.cut_by is not None
-        if (
-            not self.world.in_flight
-            or self.slipped >= IN_FLIGHT
-            or _within(self.cut_by.agent, token.author)
-        ):
-            return False
-        for run in self.runs:
-            if run is not self.cut_by and run.offer(token):
-                self.slipped += 1
                 return True
         return False
 
@@ -467,15 +442,10 @@ def _within(agent: BaseAgent, name: str) -> bool:
 
 
 class Reference:
-    """The reference run of an application, fed the delivered events one by one.
+    """The reference run of an application, fed the delivered events one by one."""
 
-    ``in_flight=True`` tolerates, after a direct child of a parallel agent escalated, up to
-    :data:`IN_FLIGHT` more events from its other branches (sent before the escalating task got
-    to cancel them); the default is R-PAR-6 as written: nothing more.
-    """
-
-    def __init__(self, root: BaseAgent, *, streaming: bool, in_flight: bool = False) -> None:
-        self.world = _World(root, streaming, in_flight)
+    def __init__(self, root: BaseAgent, *, streaming: bool) -> None:
+        self.world = _World(root, streaming)
         self.root = self.world.start(root, None)
         self.taken = 0
 
