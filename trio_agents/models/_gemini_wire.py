@@ -40,6 +40,13 @@ from .._content import (
 from .._errors import ModelHTTPError, ModelRateLimitError, ModelResponseError
 from .._events import UsageMetadata
 from ._base import FunctionDeclaration, LlmRequest, LlmResponse
+from ._json_shape import (
+    Malformed as _Malformed,
+    count as _count,
+    json_list as _list,
+    json_object as _object,
+    optional_str as _optional_str,
+)
 
 __all__ = [  # StreamAccumulator is imported by name: internal to the Gemini client
     "GENERATION_KEYS",
@@ -86,10 +93,6 @@ _TOP_LEVEL_KEYS = {
 _VERBATIM = frozenset({"responseSchema", "responseJsonSchema"})  # schemas: keys are not renamed
 _CLIENT_ID_PREFIX = "adk-"
 _ERROR_EXCERPT = 500
-
-
-class _Malformed(Exception):
-    """Internal: the answer does not have the documented shape."""
 
 
 def _default_fail(message: str) -> ModelResponseError:
@@ -404,36 +407,11 @@ def _usage(value: object) -> UsageMetadata | None:
     if value is None:
         return None
     data = _object(value, "usageMetadata")
-    counts = {field: _count(data.get(wire), wire) for wire, field in _USAGE_FIELDS.items()}
+    counts = {
+        field: _count(data.get(wire), f"usageMetadata.{wire}")
+        for wire, field in _USAGE_FIELDS.items()
+    }
     return UsageMetadata(**counts)
-
-
-def _object(value: object, where: str, *, empty: bool = False) -> Mapping[str, Any]:
-    if value is None and empty:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _Malformed(f"{where} is not a JSON object")
-    return value
-
-
-def _list(value: object, where: str, *, empty: bool = False) -> list[Any]:
-    if value is None and empty:
-        return []
-    if not isinstance(value, list):
-        raise _Malformed(f"{where} is not a JSON list")
-    return value
-
-
-def _optional_str(value: object, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise _Malformed(f"{where} is not a string")
-
-
-def _count(value: object, where: str) -> int | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise _Malformed(f"usageMetadata.{where} is not an integer")
 
 
 # -- errors reported in a body ---------------------------------------------------------------------

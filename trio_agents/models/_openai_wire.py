@@ -43,6 +43,13 @@ from .._errors import ConfigurationError, ModelResponseError
 from .._events import UsageMetadata
 from ._base import FunctionDeclaration, LlmRequest, LlmResponse
 from ._http import ServerSentEvent
+from ._json_shape import (
+    Malformed as _Malformed,
+    count as _count,
+    json_list as _list,
+    json_object as _object,
+    optional_str as _optional_str,
+)
 
 __all__ = [  # StreamAccumulator is public but not re-exported: a tool for tests and tinkerers
     "build_messages",
@@ -89,10 +96,6 @@ FINISH_REASONS = {
 """OpenAI ``finish_reason`` → ADK/Gemini vocabulary; anything else becomes ``OTHER``."""
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-class _Malformed(Exception):
-    """Internal: the answer does not have the documented shape (becomes ModelResponseError)."""
 
 
 def _default_fail(message: str) -> ModelResponseError:
@@ -465,36 +468,6 @@ def _check_embedded_error(data: Mapping[str, Any]) -> None:
         return
     message = error.get("message") if isinstance(error, Mapping) else error
     raise _Malformed(f"the provider reported an error: {str(message)[:300]}")
-
-
-def _object(value: object, where: str, *, empty: bool = False) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object (or ``{}`` for null when ``empty``)."""
-    if value is None and empty:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _Malformed(f"{where} is not a JSON object")
-    return value
-
-
-def _list(value: object, where: str, *, empty: bool = False) -> list[Any]:
-    """``value`` if it is a JSON list (or ``[]`` for null when ``empty``)."""
-    if value is None and empty:
-        return []
-    if not isinstance(value, list):
-        raise _Malformed(f"{where} is not a JSON list")
-    return value
-
-
-def _optional_str(value: object, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise _Malformed(f"{where} is not a string")
-
-
-def _count(value: object, where: str) -> int | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise _Malformed(f"{where} is not an integer")
 
 
 # -- stream reassembly (pure) ----------------------------------------------------------------------
