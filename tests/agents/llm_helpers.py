@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trio_agents import (
@@ -54,7 +54,7 @@ def responses(event: Event) -> list[tuple[str, dict[str, Any]]]:
     return [(r.name, dict(r.response)) for r in event.get_function_responses()]
 
 
-def kinds(events: list[Event]) -> list[str]:
+def kinds(events: Sequence[Event]) -> list[str]:
     """A compact picture of a run: ``FC:name``, ``FR:name``, ``T:text``, ``E:code``, ``-``."""
     out: list[str] = []
     for event in events:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tests.agents.llm_helpers import kinds as kinds  # one picture of a run for every suite
 from trio_agents import BaseAgent, Content, Event, InMemoryRunner, LlmAgent, Part, RunConfig
 from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.plugins import BasePlugin
@@ -169,23 +170,6 @@ def fc(name: str, args: Mapping[str, Any] | None = None) -> LlmResponse:
 
 def reply(text: str) -> LlmResponse:
     return LlmResponse(content=Content.from_text(text, role="model"), finish_reason="STOP")
-
-
-def kinds(events: Sequence[Event]) -> list[str]:
-    """``FC:name``, ``FR:name``, ``T:text``, ``E:code`` or ``-`` per event."""
-    out: list[str] = []
-    for event in events:
-        if event.get_function_calls():
-            out.append("FC:" + ",".join(c.name for c in event.get_function_calls()))
-        elif event.get_function_responses():
-            out.append("FR:" + ",".join(r.name for r in event.get_function_responses()))
-        elif event.error_code:
-            out.append("E:" + event.error_code)
-        elif event.text is not None:
-            out.append("T:" + event.text)
-        else:
-            out.append("-")
-    return out
 
 
 def fr(event: Event) -> list[dict[str, Any]]:
