@@ -31,7 +31,7 @@ def _id_set(value: Iterable[str] | None) -> frozenset[str] | None:
     return None if value is None else frozenset(value)
 
 
-@attrs.frozen(kw_only=True, init=False)
+@attrs.frozen(kw_only=True, init=False, weakref_slot=False)
 class EventActions:
     """What an event does besides carrying content.
 
@@ -58,17 +58,18 @@ class EventActions:
         skip_summarization: bool | None = None,
         requested_auth_configs: Mapping[str, JSONValue] | None = EMPTY,
     ) -> None:
-        # Hand-written for speed (one per emitted event): slot setters, converters inlined.
-        _set_state_delta(
-            self, state_delta if type(state_delta) is FrozenDict else _dict(state_delta)
+        # Hand-written for speed (one per emitted event): converters inlined, fields stored on
+        # the draft twin (see _Drafts).
+        draft: Any = _ACTIONS.open(self)
+        draft.state_delta = state_delta if type(state_delta) is FrozenDict else _dict(state_delta)
+        draft.artifact_delta = _dict(artifact_delta) if artifact_delta else EMPTY
+        draft.transfer_to_agent = transfer_to_agent
+        draft.escalate = escalate
+        draft.skip_summarization = skip_summarization
+        draft.requested_auth_configs = (
+            _dict(requested_auth_configs) if requested_auth_configs else EMPTY
         )
-        _set_artifact_delta(self, _dict(artifact_delta) if artifact_delta else EMPTY)
-        _set_transfer_to_agent(self, transfer_to_agent)
-        _set_escalate(self, escalate)
-        _set_skip_summarization(self, skip_summarization)
-        _set_requested_auth_configs(
-            self, _dict(requested_auth_configs) if requested_auth_configs else EMPTY
-        )
+        draft.__class__ = EventActions
 
     def is_empty(self) -> bool:
         """True when the actions change nothing."""
@@ -82,21 +83,33 @@ class EventActions:
         )
 
 
-_Setter = Callable[[Any, Any], None]
+class _Drafts:
+    """Fast construction of a frozen, slotted attrs class ``cls``.
+
+    A frozen class refuses attribute stores, so setting its fields one by one costs a descriptor
+    call each. Its *draft* is a plain class with the same slots: an instance is switched to the
+    draft (``open``), its fields are set with ordinary stores, and it is switched back by
+    assigning ``__class__``. CPython allows the switch because both classes have the same slot
+    layout (which is why the hot records have no ``__weakref__`` slot). Three to six times
+    cheaper than the checked path, for records built once or twice per event.
+    """
+
+    __slots__ = ("cls", "draft", "open")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.draft = type(f"_{cls.__name__}Draft", (), {"__slots__": cls.__dict__["__slots__"]})
+        set_class = object.__dict__["__class__"].__set__
+        draft = self.draft
+
+        def open_(record: Any) -> Any:
+            set_class(record, draft)
+            return record
+
+        self.open = open_
 
 
-def _slot_setters(cls: type) -> dict[str, _Setter]:
-    """The ``__set__`` of each field's slot: sets a frozen record's field without its checks."""
-    return {field.name: cls.__dict__[field.name].__set__ for field in attrs.fields(cls)}
-
-
-_ACTIONS_SETTERS = _slot_setters(EventActions)
-_set_state_delta = _ACTIONS_SETTERS["state_delta"]
-_set_artifact_delta = _ACTIONS_SETTERS["artifact_delta"]
-_set_transfer_to_agent = _ACTIONS_SETTERS["transfer_to_agent"]
-_set_escalate = _ACTIONS_SETTERS["escalate"]
-_set_skip_summarization = _ACTIONS_SETTERS["skip_summarization"]
-_set_requested_auth_configs = _ACTIONS_SETTERS["requested_auth_configs"]
+_ACTIONS = _Drafts(EventActions)
 _NO_ACTIONS = EventActions()
 
 _T = TypeVar("_T")
@@ -118,13 +131,13 @@ def replace(record: _T, changes: Mapping[str, Any]) -> _T:
 
 
 def _make_replacer(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
-    setters = _slot_setters(cls)
-    lines = ["def replace(record, changes):", "    new = new_(cls)"]
-    lines += [f"    set_{name}(new, record.{name})" for name in setters]
-    lines += ["    for name, value in changes.items():", "        setters[name](new, value)"]
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"cls": cls, "new_": object.__new__, "setters": setters}
-    namespace.update({f"set_{name}": setter for name, setter in setters.items()})
+    drafts = _DRAFTS.get(cls) or _Drafts(cls)
+    names = [field.name for field in attrs.fields(cls)]
+    lines = ["def replace(record, changes):", "    new = new_(draft)"]
+    lines += [f"    new.{name} = record.{name}" for name in names]
+    lines += ["    for name, value in changes.items():", "        setattr(new, name, value)"]
+    lines += ["    new.__class__ = cls", "    return new"]
+    namespace: dict[str, Any] = {"cls": cls, "new_": object.__new__, "draft": drafts.draft}
     exec("\n".join(lines), namespace)  # generated once per class, like attrs' own methods
     replacer: Callable[[Any, Mapping[str, Any]], Any] = namespace["replace"]
     return replacer
@@ -142,7 +155,7 @@ class UsageMetadata:
     tool_use_prompt_token_count: int | None = None
 
 
-@attrs.frozen(kw_only=True, init=False)
+@attrs.frozen(kw_only=True, init=False, weakref_slot=False)
 class Event:
     """One entry of a session's history.
 
@@ -189,24 +202,27 @@ class Event:
         long_running_tool_ids: Iterable[str] | None = None,
         actions: EventActions = _NO_ACTIONS,
     ) -> None:
-        # Hand-written for speed (the hot path builds one or two per event): slot setters, the
-        # field converters and factories inlined; a missing timestamp is taken now.
-        _set_id(self, id or new_event_id())
-        _set_invocation_id(self, invocation_id)
-        _set_author(self, author)
-        _set_branch(self, branch)
-        _set_timestamp(self, now() if timestamp is None else timestamp)
-        _set_content(self, content)
-        _set_partial(self, partial)
-        _set_turn_complete(self, turn_complete)
-        _set_finish_reason(self, finish_reason)
-        _set_error_code(self, error_code)
-        _set_error_message(self, error_message)
-        _set_interrupted(self, interrupted)
-        _set_custom_metadata(self, custom_metadata)
-        _set_usage_metadata(self, usage_metadata)
-        _set_long_running_tool_ids(self, _id_set(long_running_tool_ids))
-        _set_actions(self, actions)
+        # Hand-written for speed (the hot path builds one or two per event): the field converters
+        # and factories inlined, fields stored on the draft twin (see _Drafts); a missing
+        # timestamp is taken now.
+        draft: Any = _EVENTS.open(self)
+        draft.id = id or new_event_id()
+        draft.invocation_id = invocation_id
+        draft.author = author
+        draft.branch = branch
+        draft.timestamp = now() if timestamp is None else timestamp
+        draft.content = content
+        draft.partial = partial
+        draft.turn_complete = turn_complete
+        draft.finish_reason = finish_reason
+        draft.error_code = error_code
+        draft.error_message = error_message
+        draft.interrupted = interrupted
+        draft.custom_metadata = custom_metadata
+        draft.usage_metadata = usage_metadata
+        draft.long_running_tool_ids = _id_set(long_running_tool_ids)
+        draft.actions = actions
+        draft.__class__ = Event
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -276,20 +292,5 @@ class Event:
         return cls.from_dict(loads(text))
 
 
-_EVENT_SETTERS = _slot_setters(Event)
-_set_id = _EVENT_SETTERS["id"]
-_set_invocation_id = _EVENT_SETTERS["invocation_id"]
-_set_author = _EVENT_SETTERS["author"]
-_set_branch = _EVENT_SETTERS["branch"]
-_set_timestamp = _EVENT_SETTERS["timestamp"]
-_set_content = _EVENT_SETTERS["content"]
-_set_partial = _EVENT_SETTERS["partial"]
-_set_turn_complete = _EVENT_SETTERS["turn_complete"]
-_set_finish_reason = _EVENT_SETTERS["finish_reason"]
-_set_error_code = _EVENT_SETTERS["error_code"]
-_set_error_message = _EVENT_SETTERS["error_message"]
-_set_interrupted = _EVENT_SETTERS["interrupted"]
-_set_custom_metadata = _EVENT_SETTERS["custom_metadata"]
-_set_usage_metadata = _EVENT_SETTERS["usage_metadata"]
-_set_long_running_tool_ids = _EVENT_SETTERS["long_running_tool_ids"]
-_set_actions = _EVENT_SETTERS["actions"]
+_EVENTS = _Drafts(Event)
+_DRAFTS: dict[type, _Drafts] = {Event: _EVENTS, EventActions: _ACTIONS}

@@ -19,7 +19,8 @@ import contextlib
 import enum
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Literal, Self
 
 import attrs
@@ -92,6 +93,21 @@ class _OpenCall:
 class _Invocation:
     """The shared state of one invocation: session, counters, open calls, cancel scope."""
 
+    __slots__ = (
+        "_histories",
+        "agent_failure",
+        "cancel_scope",
+        "emitted",
+        "invocation_id",
+        "llm_calls",
+        "open_calls",
+        "root_ctx",
+        "run_config",
+        "runner",
+        "session",
+        "user_content",
+    )
+
     def __init__(
         self,
         runner: Runner,
@@ -110,7 +126,14 @@ class _Invocation:
         self.open_calls: dict[str, _OpenCall] = {}
         self.agent_failure: Exception | None = None
         self.root_ctx: InvocationContext | None = None
-        self.histories = runner._histories_of(session)
+        self._histories: dict[tuple[str, str | None], Any] | None = None
+
+    @property
+    def histories(self) -> dict[tuple[str, str | None], Any]:
+        """The session's LLM-history cache (looked up when an LLM agent first needs it)."""
+        if self._histories is None:
+            self._histories = self.runner._histories_of(self.session)
+        return self._histories
 
     # -- consumer side: commit ------------------------------------------------------------------
 
@@ -251,6 +274,8 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
     cancelled.
     """
 
+    __slots__ = ("_inv", "_recv")
+
     def __init__(self, invocation: _Invocation, receive: trio.MemoryReceiveChannel[Emission]):
         self._inv = invocation
         self._recv = receive
@@ -340,8 +365,7 @@ class Runner:
         ] = collections.OrderedDict()
         self.commit_timeout = commit_timeout
 
-    @contextlib.asynccontextmanager
-    async def run(
+    def run(
         self,
         *,
         user_id: str,
@@ -349,7 +373,7 @@ class Runner:
         new_message: Content | str | None = None,
         state_delta: Mapping[str, Any] | None = None,
         run_config: RunConfig | None = None,
-    ) -> AsyncIterator[RunStream]:
+    ) -> contextlib.AbstractAsyncContextManager[RunStream]:
         """Start one invocation; iterate the yielded :class:`RunStream` for its events.
 
         Raises:
@@ -364,25 +388,7 @@ class Runner:
         message = _user_message(new_message)
         if state_delta:
             check_state_delta(state_delta)
-        async with self.session_service.lease(
-            app_name=self.app_name,
-            user_id=user_id,
-            session_id=session_id,
-            wait=self.concurrent_runs == "queue",
-        ):
-            session = await self.session_service.get_session(
-                app_name=self.app_name,
-                user_id=user_id,
-                session_id=session_id,
-                config=run_config.get_session_config,
-            )
-            if session is None:
-                raise SessionNotFoundError(session_id)
-            await self._close_abandoned_calls(session)
-            answered = _answered_invocation(message, session)
-            invocation = _Invocation(self, session, run_config, answered)
-            async with self._invoke(invocation, message, state_delta) as stream:
-                yield stream
+        return _RunBlock(self, user_id, session_id, message, state_delta, run_config)
 
     async def _close_abandoned_calls(self, session: Session) -> None:
         """Answer the calls a dead invocation left open, so the history stays well-formed.
@@ -393,32 +399,6 @@ class Runner:
         """
         for event in _abandoned_call_events(session.events):
             await self.session_service.append_event(session, event)
-
-    @contextlib.asynccontextmanager
-    async def _invoke(
-        self, inv: _Invocation, message: Content, state_delta: Mapping[str, Any] | None
-    ) -> AsyncIterator[RunStream]:
-        send, receive = trio.open_memory_channel[Emission](0)
-        ctx = InvocationContext(invocation=inv, agent=self.agent, send=send)
-        inv.root_ctx = ctx
-        await self._append_user_event(inv, ctx, message, state_delta)
-        stream = RunStream(inv, receive)
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(inv.drive, ctx, send)
-                try:
-                    yield stream
-                finally:
-                    inv.cancel_scope.cancel(reason="the consumer left the run block")
-        except BaseExceptionGroup as group:
-            failure = without_cancelled(group)
-            if failure is group:
-                raise
-            raise failure from failure.__cause__
-        finally:
-            with trio.move_on_after(self.cleanup_timeout, shield=True):
-                await self._finish(inv, ctx)
-            receive.close()
 
     async def _append_user_event(
         self,
@@ -436,7 +416,11 @@ class Runner:
             content=message,
             actions=EventActions(state_delta=state_delta or {}),
         )
-        await self.session_service.append_event(inv.session, event)
+        service = self.session_service
+        try:  # the lease was the run's checkpoint: an in-memory store commits without another
+            service.append_event_nowait(inv.session, event)
+        except trio.WouldBlock:
+            await service.append_event(inv.session, event)
 
     async def _finish(self, inv: _Invocation, ctx: InvocationContext) -> None:
         reason = (inv.cancel_scope.cancelled_caught and "run cancelled") or "run ended"
@@ -506,6 +490,128 @@ class Runner:
             await self.close()
 
 
+class _RunBlock:
+    """``async with runner.run(...) as stream``: one invocation, start to aftermath.
+
+    Entering takes the session's lease, loads the session, commits the user message and starts
+    the root agent's task in the invocation's nursery; leaving cancels whatever still runs,
+    waits for it, seals open calls (shielded, within ``cleanup_timeout``) and gives the lease
+    back. A plain class rather than stacked ``asynccontextmanager`` generators: one object per
+    run, no async generator frames to keep alive while a run is in flight.
+    """
+
+    __slots__ = (
+        "_ctx",
+        "_inv",
+        "_lease",
+        "_message",
+        "_nursery",
+        "_receive",
+        "_run_config",
+        "_runner",
+        "_session_id",
+        "_state_delta",
+        "_user_id",
+    )
+
+    def __init__(
+        self,
+        runner: Runner,
+        user_id: str,
+        session_id: str,
+        message: Content,
+        state_delta: Mapping[str, Any] | None,
+        run_config: RunConfig,
+    ) -> None:
+        self._runner = runner
+        self._user_id = user_id
+        self._session_id = session_id
+        self._message = message
+        self._state_delta = state_delta
+        self._run_config = run_config
+
+    async def __aenter__(self) -> RunStream:
+        runner = self._runner
+        lease = runner.session_service.lease(
+            app_name=runner.app_name,
+            user_id=self._user_id,
+            session_id=self._session_id,
+            wait=runner.concurrent_runs == "queue",
+        )
+        await lease.__aenter__()
+        try:
+            stream = await self._start()
+        except BaseException as exc:  # give the lease back, then let the failure through
+            await lease.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._lease = lease
+        return stream
+
+    async def _start(self) -> RunStream:
+        runner = self._runner
+        session = await _read_session(
+            runner.session_service,
+            app_name=runner.app_name,
+            user_id=self._user_id,
+            session_id=self._session_id,
+            config=self._run_config.get_session_config,
+        )
+        if session is None:
+            raise SessionNotFoundError(self._session_id)
+        await runner._close_abandoned_calls(session)
+        answered = _answered_invocation(self._message, session)
+        inv = self._inv = _Invocation(runner, session, self._run_config, answered)
+        send, receive = trio.open_memory_channel[Emission](0)
+        ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=send)
+        inv.root_ctx = ctx
+        await runner._append_user_event(inv, ctx, self._message, self._state_delta)
+        self._receive = receive
+        self._nursery = trio.open_nursery()
+        nursery = await self._nursery.__aenter__()
+        nursery.start_soon(inv.drive, ctx, send)
+        return RunStream(inv, receive)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        lease = self._lease
+        try:
+            suppress = await self._stop(exc)
+        except BaseException as error:  # the lease sees what leaves the run, as with `async with`
+            if not await lease.__aexit__(type(error), error, error.__traceback__):
+                raise
+            return True
+        if suppress or exc is None:
+            await lease.__aexit__(None, None, None)
+            return suppress
+        return bool(await lease.__aexit__(type(exc), exc, exc.__traceback__))
+
+    async def _stop(self, exc: BaseException | None) -> bool:
+        """Cancel and wait for the agents, seal, and say whether ``exc`` was absorbed."""
+        inv, runner = self._inv, self._runner
+        inv.cancel_scope.cancel(reason="the consumer left the run block")
+        try:
+            tb = None if exc is None else exc.__traceback__
+            return bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
+        except BaseExceptionGroup as group:
+            failure = without_cancelled(group)
+            if failure is group:
+                raise
+            if failure is exc:
+                return False  # the body's own failure goes on as it was raised
+            raise failure from failure.__cause__
+        finally:
+            # Without open calls, a failure or plugins there is no aftermath to wait for.
+            if inv.open_calls or inv.agent_failure is not None or runner.plugin_manager:
+                with trio.move_on_after(runner.cleanup_timeout, shield=True):
+                    await runner._finish(inv, self._ctx)
+            self._receive.close()
+            inv.root_ctx = None  # no cycle left: the invocation is freed without the cyclic GC
+
+
 class InMemoryRunner(Runner):
     """A :class:`Runner` with fresh in-memory services (R-RUN-9)."""
 
@@ -526,6 +632,14 @@ class InMemoryRunner(Runner):
             plugins=plugins,
             **kwargs,
         )
+
+
+async def _read_session(service: SessionService, **where: Any) -> Session | None:
+    """The session to run on, read without another checkpoint when the store allows it."""
+    try:
+        return service.get_session_nowait(**where)
+    except trio.WouldBlock:
+        return await service.get_session(**where)
 
 
 def _abandoned_call_events(events: Sequence[Event]) -> list[Event]:

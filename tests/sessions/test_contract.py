@@ -644,6 +644,40 @@ async def test_lease_with_wait_queues_in_arrival_order(session_service: SessionS
     assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
 
 
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_next_one_is_served(
+    session_service: SessionService,
+) -> None:
+    key = {"app_name": APP, "user_id": USER, "session_id": "s"}
+    served: list[str] = []
+
+    async def waiter(name: str, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            async with session_service.lease(**key, wait=True):
+                served.append(name)
+
+    async with trio.open_nursery() as nursery, session_service.lease(**key):
+        quitter = await nursery.start(waiter, "quitter")
+        await trio.testing.wait_all_tasks_blocked()
+        await nursery.start(waiter, "next")
+        await trio.testing.wait_all_tasks_blocked()
+        quitter.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+    assert served == ["next"]
+    async with session_service.lease(**key):  # nothing is left holding it
+        pass
+
+
+async def test_a_lease_cancelled_on_the_way_in_is_not_held(session_service: SessionService) -> None:
+    key = {"app_name": APP, "user_id": USER, "session_id": "s"}
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with session_service.lease(**key):
+            pass  # pragma: no cover
+    async with session_service.lease(**key):
+        pass
+
+
 # -- property: the stored state is the fold of the committed deltas ------------------------------
 
 json_scalars = (

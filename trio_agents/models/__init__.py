@@ -1,8 +1,14 @@
-"""Models: the interface every language model implements, and the name registry."""
+"""Models: the interface every language model implements, and the name registry.
+
+The HTTP clients (and httpx with them) are imported on first use, so agents that bring their own
+:class:`Model` do not pay for them at import time.
+"""
 
 from __future__ import annotations
 
-from ._anthropic import AnthropicModel as AnthropicModel
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._base import (
     FunctionDeclaration as FunctionDeclaration,
     LlmRequest as LlmRequest,
@@ -11,14 +17,17 @@ from ._base import (
     register_model as register_model,
     resolve_model as resolve_model,
 )
-from ._gemini import GeminiModel as GeminiModel
-from ._http import (
-    HttpModel as HttpModel,
-    RetryPolicy as RetryPolicy,
-    ServerSentEvent as ServerSentEvent,
-    parse_sse_lines as parse_sse_lines,
-)
-from ._openai import OpenAIModel as OpenAIModel
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicModel as AnthropicModel
+    from ._gemini import GeminiModel as GeminiModel
+    from ._http import (
+        HttpModel as HttpModel,
+        RetryPolicy as RetryPolicy,
+        ServerSentEvent as ServerSentEvent,
+        parse_sse_lines as parse_sse_lines,
+    )
+    from ._openai import OpenAIModel as OpenAIModel
 
 __all__ = [
     "AnthropicModel",
@@ -36,7 +45,41 @@ __all__ = [
     "resolve_model",
 ]
 
-register_model(r"anthropic/.+", AnthropicModel.from_name)
-register_model(r"claude-.+", AnthropicModel.from_name)
-register_model(r"openai/.+", OpenAIModel.from_name)
-register_model(r"(models/)?gemini-.+", GeminiModel.from_name)
+_LAZY = {
+    "AnthropicModel": "._anthropic",
+    "GeminiModel": "._gemini",
+    "HttpModel": "._http",
+    "OpenAIModel": "._openai",
+    "RetryPolicy": "._http",
+    "ServerSentEvent": "._http",
+    "parse_sse_lines": "._http",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def _from_name(class_name: str) -> Any:
+    """A registry factory that imports its client class when a name first resolves to it."""
+
+    def factory(name: str) -> Model:
+        model: Model = __getattr__(class_name).from_name(name)
+        return model
+
+    return factory
+
+
+register_model(r"anthropic/.+", _from_name("AnthropicModel"))
+register_model(r"claude-.+", _from_name("AnthropicModel"))
+register_model(r"openai/.+", _from_name("OpenAIModel"))
+register_model(r"(models/)?gemini-.+", _from_name("GeminiModel"))

@@ -1,6 +1,11 @@
-"""Session storage: the :class:`SessionService` interface and its backends."""
+"""Session storage: the :class:`SessionService` interface and its backends.
+
+:class:`PostgresSessionService` (and psycopg with it) is imported on first use.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._base import (
     EventLog as EventLog,
@@ -9,8 +14,10 @@ from ._base import (
     SessionService as SessionService,
 )
 from ._memory import InMemorySessionService as InMemorySessionService
-from ._postgres import PostgresSessionService as PostgresSessionService
 from ._sqlite import SqliteSessionService as SqliteSessionService
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresSessionService as PostgresSessionService
 
 __all__ = [
     "EventLog",
@@ -21,3 +28,16 @@ __all__ = [
     "SessionService",
     "SqliteSessionService",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "PostgresSessionService":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._postgres import PostgresSessionService
+
+    globals()[name] = PostgresSessionService
+    return PostgresSessionService
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

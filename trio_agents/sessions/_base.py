@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import attrs
@@ -15,6 +15,9 @@ from .._events import Event
 from .._state import TEMP_PREFIX, check_state_delta, strip_temp
 
 __all__ = ["EventLog", "GetSessionConfig", "Session", "SessionService"]
+
+Key = tuple[str, str, str]
+"""(app name, user id, session id)."""
 
 
 class EventLog(Sequence[Event]):
@@ -124,7 +127,7 @@ class SessionService(abc.ABC):
     """
 
     def __init__(self) -> None:
-        self._leases: dict[tuple[str, str, str], trio.Semaphore] = {}
+        self._leases: dict[Key, _Held] = {}
 
     @abc.abstractmethod
     async def create_session(
@@ -170,6 +173,22 @@ class SessionService(abc.ABC):
             SerializationError: a state key or value cannot be stored as JSON.
         """
 
+    def get_session_nowait(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """Read a session without waiting, when the backend can (as :meth:`get_session`).
+
+        Raises :class:`trio.WouldBlock` when the backend needs I/O; the caller then awaits
+        :meth:`get_session`. The Runner uses this (after the lease, its entry checkpoint) to
+        start in-memory runs without extra scheduling round trips.
+        """
+        raise trio.WouldBlock
+
     def append_event_nowait(self, session: Session, event: Event) -> Event:
         """Commit without waiting, when the backend can (as :meth:`append_event`).
 
@@ -206,33 +225,59 @@ class SessionService(abc.ABC):
 
     # -- run exclusivity ------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def lease(
+    def lease(
         self, *, app_name: str, user_id: str, session_id: str, wait: bool = False
-    ) -> AsyncIterator[None]:
-        """Hold the right to run an invocation on one session.
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold the right to run an invocation on one session (``async with``; a checkpoint).
 
         With ``wait=False`` a session that is already leased raises
         :class:`~trio_agents.SessionBusyError` at once; with ``wait=True`` the caller queues
         (first come, first served). This implementation is per process; persistent backends
         extend it across processes.
         """
-        key = (app_name, user_id, session_id)
-        lock = self._leases.get(key)
-        if lock is None:
-            lock = self._leases[key] = trio.Semaphore(1)
-        if wait:
-            await lock.acquire()
-        else:
+        return _Lease(self._leases, (app_name, user_id, session_id), wait)
+
+
+class _Held:
+    """A held lease; ``waiting`` parks the runs queued behind it (made on first use)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting: trio.lowlevel.ParkingLot | None = None
+
+
+class _Lease:
+    """The per-process lease of one session: a dict entry while held, handed over in order."""
+
+    __slots__ = ("_key", "_leases", "_wait")
+
+    def __init__(self, leases: dict[Key, _Held], key: Key, wait: bool) -> None:
+        self._leases = leases
+        self._key = key
+        self._wait = wait
+
+    async def __aenter__(self) -> None:
+        held = self._leases.get(self._key)
+        if held is None:
+            self._leases[self._key] = _Held()
             try:
-                lock.acquire_nowait()
-            except trio.WouldBlock:
-                raise SessionBusyError(session_id) from None
-        try:
-            if not wait:
                 await trio.lowlevel.checkpoint()
-            yield
-        finally:
-            lock.release()
-            if not lock.statistics().tasks_waiting and self._leases.get(key) is lock:
-                del self._leases[key]
+            except BaseException:  # cancelled on the way in: the lease was never used
+                self._release()
+                raise
+            return
+        if not self._wait:
+            await trio.lowlevel.checkpoint()
+            raise SessionBusyError(self._key[2])
+        if held.waiting is None:
+            held.waiting = trio.lowlevel.ParkingLot()
+        await held.waiting.park()  # woken by _release, which hands the lease over
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        held = self._leases[self._key]
+        if held.waiting is None or not held.waiting.unpark():
+            del self._leases[self._key]

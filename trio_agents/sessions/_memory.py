@@ -110,6 +110,18 @@ class InMemorySessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         await trio.lowlevel.checkpoint()
+        return self.get_session_nowait(
+            app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
+
+    def get_session_nowait(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
         stored = self._sessions.get((app_name, user_id, session_id))
         return None if stored is None else self._snapshot(stored, config)
 
