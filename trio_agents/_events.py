@@ -94,10 +94,9 @@ class _Drafts:
     cheaper than the checked path, for records built once or twice per event.
     """
 
-    __slots__ = ("cls", "draft", "open")
+    __slots__ = ("draft", "open")
 
     def __init__(self, cls: type) -> None:
-        self.cls = cls
         self.draft = type(f"_{cls.__name__}Draft", (), {"__slots__": cls.__dict__["__slots__"]})
         set_class = object.__dict__["__class__"].__set__
         draft = self.draft
