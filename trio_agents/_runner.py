@@ -2,10 +2,10 @@
 
 Shape of an invocation (ARCHITECTURE §2)::
 
-    consumer task  ── receive() ──▶  takes (event, reply) from the zero-buffer channel,
-                                     runs on_event plugins, commits, answers the reply,
-                                     returns the committed event
-    agent task(s)  ── ctx.emit() ──▶ send (event, reply), wait for the reply
+    consumer task  ── receive() ──▶  takes the next pending event from the zero-buffer emit
+                                     channel, runs on_event plugins, commits, answers the
+                                     sender, returns the committed event
+    agent task(s)  ── ctx.emit() ──▶ send the event, park until it is answered
 
 The consumer's ``receive()`` is where the Runner commits: an event is committed when the consumer
 pulls it, so a slow consumer slows the producers and nothing queues up. All agent tasks live in
@@ -27,9 +27,10 @@ import attrs
 import trio
 
 from ._content import Content, Part
-from ._context import Emission, InvocationContext
+from ._context import InvocationContext
 from ._errors import ConfigurationError, PluginError, SessionNotFoundError
 from ._events import Event, EventActions
+from ._handoff import EmitChannel
 from ._ids import new_invocation_id
 from ._state import check_state_delta
 from ._util import without_cancelled
@@ -83,6 +84,9 @@ class RunConfig:
     """Which history the invocation loads (R-ST-8)."""
 
 
+_DEFAULT_RUN_CONFIG = RunConfig()  # frozen: one shared instance serves every run without one
+
+
 @attrs.frozen
 class _OpenCall:
     author: str
@@ -101,6 +105,7 @@ class _Invocation:
         "invocation_id",
         "llm_calls",
         "open_calls",
+        "plain",
         "root_ctx",
         "run_config",
         "runner",
@@ -126,6 +131,8 @@ class _Invocation:
         self.open_calls: dict[str, _OpenCall] = {}
         self.agent_failure: Exception | None = None
         self.root_ctx: InvocationContext | None = None
+        self.plain = not runner.plugin_manager and not run_config.custom_metadata
+        """No plugins and no custom metadata: events are committed as emitted."""
         self._histories: dict[tuple[str, str | None], Any] | None = None
 
     @property
@@ -138,13 +145,15 @@ class _Invocation:
     # -- consumer side: commit ------------------------------------------------------------------
 
     def commit_nowait(self, event: Event) -> Event:
-        """Commit without waiting, or raise :class:`trio.WouldBlock` (plugins or backend I/O)."""
-        if self.runner.plugin_manager:
+        """Commit without waiting, or raise :class:`trio.WouldBlock` (plugins, metadata or I/O)."""
+        if not self.plain:
             raise trio.WouldBlock
-        event = self._with_metadata(event)
         if event.partial:
             return event
-        return self._tracked(self.runner.session_service.append_event_nowait(self.session, event))
+        committed = self.runner.session_service.append_event_nowait(self.session, event)
+        if committed.content is not None:
+            self._track_calls(committed)
+        return committed
 
     async def commit(self, event: Event) -> Event:
         """Run ``on_event`` plugins, then append ``event`` unless partial; return it as stored."""
@@ -189,21 +198,22 @@ class _Invocation:
 
     # -- agent side: drive ------------------------------------------------------------------------
 
-    async def drive(self, ctx: InvocationContext, send: trio.MemorySendChannel[Emission]) -> None:
+    async def drive(self, ctx: InvocationContext, channel: EmitChannel) -> None:
         """Run the root agent (or a ``before_run`` short-circuit) inside the cancel scope."""
         plugins = self.runner.plugin_manager
-        # The channel closes without a checkpoint, so a cancellation cannot mask an error.
-        with send, self.cancel_scope:
-            try:
+        try:
+            with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
                 content = await plugins.before_run(ctx) if plugins else None
                 if content is not None:
                     await ctx.emit(Event(author="model", content=content))
                 else:
                     await agent_to_run(ctx.agent, self.session.events).run(ctx)
-            except Exception as exc:
-                self.agent_failure = exc
-                await self.notify_run_error(ctx, exc)
-                raise
+        except Exception as exc:
+            self.agent_failure = exc
+            await self.notify_run_error(ctx, exc)
+            raise
+        finally:  # closes without a checkpoint, so a cancellation cannot mask an error
+            channel.close_send()
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         plugins = self.runner.plugin_manager
@@ -274,11 +284,12 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
     cancelled.
     """
 
-    __slots__ = ("_inv", "_recv")
+    __slots__ = ("_channel", "_closed", "_inv")
 
-    def __init__(self, invocation: _Invocation, receive: trio.MemoryReceiveChannel[Emission]):
+    def __init__(self, invocation: _Invocation, channel: EmitChannel):
         self._inv = invocation
-        self._recv = receive
+        self._channel = channel
+        self._closed = False
 
     @property
     def invocation_id(self) -> str:
@@ -298,28 +309,50 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
         return self._inv.cancel_scope.cancel_called
 
     async def receive(self) -> Event:
+        """Commit the next event an agent emitted and return it (its agent resumes then).
+
+        Raises:
+            trio.EndOfChannel: the run is over.
+            trio.ClosedResourceError: the stream was closed.
+        """
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise trio.EndOfChannel from None
+
+    async def __anext__(self) -> Event:
+        # ``async for`` comes here directly: one frame less per event than through receive().
+        if self._closed:
+            raise trio.ClosedResourceError("the event stream is closed")
         while True:
-            event, reply = await self._recv.receive()
+            try:
+                pending = await self._channel.receive()
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
             inv = self._inv
             inv.emitted += 1
             try:
                 try:
-                    committed = inv.commit_nowait(event)
+                    committed = inv.commit_nowait(pending.event)
                 except trio.WouldBlock:
                     with trio.fail_after(inv.runner.commit_timeout, shield=True):
-                        committed = await inv.commit(event)
+                        committed = await inv.commit(pending.event)
             except Exception as exc:
-                reply.fail(exc)
+                pending.fail(exc)
                 continue
-            reply.set(committed)
+            pending.set(committed)
             return committed
 
-    def clone(self) -> RunStream:
-        return RunStream(self._inv, self._recv.clone())
+    def close(self) -> None:
+        """Stop receiving: later receives raise ``trio.ClosedResourceError``."""
+        if not self._closed:
+            self._closed = True
+            self._channel.close_receive()
 
     async def aclose(self) -> None:
         self.cancel("the consumer closed the event stream")
-        await self._recv.aclose()
+        self.close()
+        await trio.lowlevel.checkpoint()
 
 
 ConcurrentRuns = Literal["reject", "queue"]
@@ -384,7 +417,7 @@ class Runner:
             Exception: whatever an agent, tool, model or callback raised (a lone failure keeps its
                 type; several at once arrive as an ``ExceptionGroup``).
         """
-        run_config = run_config or RunConfig()
+        run_config = run_config or _DEFAULT_RUN_CONFIG
         message = _user_message(new_message)
         if state_delta:
             check_state_delta(state_delta)
@@ -501,16 +534,17 @@ class _RunBlock:
     """
 
     __slots__ = (
+        "_channel",
         "_ctx",
         "_inv",
         "_lease",
         "_message",
         "_nursery",
-        "_receive",
         "_run_config",
         "_runner",
         "_session_id",
         "_state_delta",
+        "_stream",
         "_user_id",
     )
 
@@ -561,15 +595,16 @@ class _RunBlock:
         await runner._close_abandoned_calls(session)
         answered = _answered_invocation(self._message, session)
         inv = self._inv = _Invocation(runner, session, self._run_config, answered)
-        send, receive = trio.open_memory_channel[Emission](0)
-        ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=send)
+        channel = EmitChannel()
+        ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=channel)
         inv.root_ctx = ctx
         await runner._append_user_event(inv, ctx, self._message, self._state_delta)
-        self._receive = receive
+        self._channel = channel
+        self._stream = stream = RunStream(inv, channel)
         self._nursery = trio.open_nursery()
         nursery = await self._nursery.__aenter__()
-        nursery.start_soon(inv.drive, ctx, send)
-        return RunStream(inv, receive)
+        nursery.start_soon(inv.drive, ctx, channel)
+        return stream
 
     async def __aexit__(
         self,
@@ -592,7 +627,8 @@ class _RunBlock:
     async def _stop(self, exc: BaseException | None) -> bool:
         """Cancel and wait for the agents, seal, and say whether ``exc`` was absorbed."""
         inv, runner = self._inv, self._runner
-        inv.cancel_scope.cancel(reason="the consumer left the run block")
+        if self._channel.sending:  # the agents still run (cancel() is not free: skip it if not)
+            inv.cancel_scope.cancel(reason="the consumer left the run block")
         try:
             tb = None if exc is None else exc.__traceback__
             return bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
@@ -608,7 +644,7 @@ class _RunBlock:
             if inv.open_calls or inv.agent_failure is not None or runner.plugin_manager:
                 with trio.move_on_after(runner.cleanup_timeout, shield=True):
                     await runner._finish(inv, self._ctx)
-            self._receive.close()
+            self._stream.close()
             inv.root_ctx = None  # no cycle left: the invocation is freed without the cyclic GC
 
 
