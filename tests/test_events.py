@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from hypothesis import given, strategies as st
 
 from trio_agents import (
     Blob,
@@ -25,6 +26,7 @@ from trio_agents import (
     Part,
 )
 from trio_agents._content import CodeExecutionResult
+from trio_agents._events import stamped
 from trio_agents._ids import (
     new_event_id,
     new_function_call_id,
@@ -35,6 +37,7 @@ from trio_agents._ids import (
     use_id_provider,
 )
 from trio_agents.testing import sequential_ids
+from trio_agents.testing.strategies import events
 
 TEXT = Content.from_text("hi", role="model")
 CALL = Content.from_parts(Part.from_function_call("f", {"x": 1}, id="c1"), role="model")
@@ -343,3 +346,29 @@ def test_a_forked_child_draws_different_ids() -> None:
     os.close(read)
     assert child != _uuid4()
     assert uuid.UUID(child).version == 4
+
+
+@given(
+    events(authors=st.sampled_from(["", "writer"])),
+    st.sampled_from(["", "e-given"]),
+    st.sampled_from(["agent", "other"]),
+    st.none() | st.sampled_from(["", "par.b0"]),
+)
+def test_stamped_fills_only_what_is_missing_like_evolve(
+    event: Event, invocation_id: str, author: str, branch: str | None
+) -> None:
+    """The emit path's one-pass stamp equals attrs.evolve with the same rule (R-EV-1 ids kept)."""
+    event = attrs.evolve(event, invocation_id=invocation_id)
+    expected = attrs.evolve(
+        event,
+        id=event.id,
+        author=event.author or author,
+        invocation_id=event.invocation_id or "e-run",
+        branch=branch if event.branch is None else event.branch,
+    )
+    got = stamped(event, author, "e-run", branch)
+    assert got == expected
+    assert type(got) is Event
+    assert (got.id, got.timestamp, got.actions) == (event.id, event.timestamp, event.actions)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        got.author = "changed"  # type: ignore[misc]

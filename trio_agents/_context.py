@@ -16,7 +16,7 @@ import attrs
 
 from ._content import Content, Part
 from ._errors import ConfigurationError
-from ._events import Event, EventActions, replace
+from ._events import Event, EventActions, replace, stamped
 from ._handoff import EmitChannel
 from ._ids import new_function_call_id
 from ._state import State, Watched, collect_mutations
@@ -260,6 +260,12 @@ class InvocationContext:
                 watcher(self.agent)
 
     def _stamp(self, event: Event) -> Event:
+        branch = self.branch
+        if self._actions is None and event.content is None:  # the common case, in one pass
+            branched = event.branch is not None or branch is None
+            if event.author and event.invocation_id and branched:
+                return event
+            return stamped(event, self.agent.name, self._invocation.invocation_id, branch)
         changes: dict[str, Any] = {}
         if not event.author:
             changes["author"] = self.agent.name

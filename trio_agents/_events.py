@@ -14,7 +14,7 @@ import attrs
 from ._content import EMPTY, Content, FrozenDict, FunctionCall, FunctionResponse, JSONValue
 from ._ids import new_event_id, now
 
-__all__ = ["Event", "EventActions", "UsageMetadata", "replace"]
+__all__ = ["Event", "EventActions", "UsageMetadata", "replace", "stamped"]
 
 
 def _dict(value: Mapping[str, Any] | None) -> FrozenDict:
@@ -293,3 +293,24 @@ class Event:
 
 _EVENTS = _Drafts(Event)
 _DRAFTS: dict[type, _Drafts] = {Event: _EVENTS, EventActions: _ACTIONS}
+
+
+def _make_stamper() -> Callable[[Event, str, str, str | None], Event]:
+    filled = {
+        "author": "record.author or author",
+        "invocation_id": "record.invocation_id or invocation_id",
+        "branch": "branch if record.branch is None else record.branch",
+    }
+    lines = ["def stamped(record, author, invocation_id, branch):", "    new = new_(draft)"]
+    for field in attrs.fields(Event):
+        lines.append(f"    new.{field.name} = {filled.get(field.name, f'record.{field.name}')}")
+    lines += ["    new.__class__ = cls", "    return new"]
+    namespace: dict[str, Any] = {"cls": Event, "new_": object.__new__, "draft": _EVENTS.draft}
+    exec("\n".join(lines), namespace)  # generated once, like attrs' own methods
+    stamper: Callable[[Event, str, str, str | None], Event] = namespace["stamped"]
+    return stamper
+
+
+stamped = _make_stamper()
+"""``stamped(event, author, invocation_id, branch)``: a copy of ``event`` with those three
+filled in where ``event`` has none (the emit path's stamp, one pass over the fields)."""
