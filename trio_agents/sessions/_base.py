@@ -75,6 +75,12 @@ class EventLog(Sequence[Event]):
         items.append(event)
         return EventLog(items)
 
+    def grown(self) -> EventLog:
+        """A view one event longer, after an append to the shared list at this view's end."""
+        log = _new_log(EventLog)
+        log._items, log._start, log._stop = self._items, self._start, self._stop + 1
+        return log
+
     def tail(self, count: int) -> EventLog:
         """A view of the last ``count`` events."""
         return EventLog(self._items, max(self._start, self._stop - count), self._stop)
@@ -82,6 +88,9 @@ class EventLog(Sequence[Event]):
     def since(self, timestamp: float) -> EventLog:
         """The events whose timestamp is at or after ``timestamp`` (R-ST-8), in commit order."""
         return EventLog([e for e in self if e.timestamp >= timestamp])
+
+
+_new_log = object.__new__
 
 
 @attrs.frozen(kw_only=True)

@@ -149,23 +149,25 @@ class InMemorySessionService(SessionService):
         stored = self._sessions.get((session.app_name, session.user_id, session.id))
         if stored is None:
             raise SessionNotFoundError(session.id)
-        if session.revision != stored.revision:
-            raise StaleSessionError(session.id, expected=session.revision, actual=stored.revision)
+        revision = stored.revision
+        if session.revision != revision:
+            raise StaleSessionError(session.id, expected=session.revision, actual=revision)
         delta = event.actions.state_delta
         if delta and not _plain(delta, stored.state):
             event = self._prepare_event(session, event)
             delta = event.actions.state_delta
             self._fold(stored, delta)
-        stored.events.append(event)
-        stored.revision += 1
-        stored.last_update_time = event.timestamp
-        if session.events._items is stored.events:
-            session.events = EventLog(stored.events, session.events._start, len(stored.events))
-            session.state.update(delta)
-            session.revision = stored.revision
-            session.last_update_time = event.timestamp
+        events = stored.events
+        events.append(event)
+        stored.revision = session.revision = revision + 1
+        stored.last_update_time = session.last_update_time = event.timestamp
+        log = session.events
+        if log._items is events:  # the snapshot is at the tip: it grows with the store
+            session.events = log.grown()
+            if delta:
+                session.state.update(delta)
         else:
-            self._apply_to_snapshot(session, event, stored.revision)
+            self._apply_to_snapshot(session, event, revision + 1)
         return event
 
     # -- internals ----------------------------------------------------------------------------
