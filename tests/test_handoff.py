@@ -266,3 +266,38 @@ def test_every_event_is_answered_once_or_withdrawn(
             assert mine == list(range(len(mine)))
 
     trio.run(main)
+
+
+async def test_a_busy_channel_stays_bounded_and_in_order() -> None:
+    """Many senders that re-queue while the queue never drains: every event is taken once, each
+    sender's in order, and the queue holds at most about two entries per sender (no unbounded
+    growth while it is busy)."""
+    channel, taken = EmitChannel(), []
+    senders, rounds = 80, 5
+    longest = 0
+
+    async def sender(k: int) -> None:
+        for i in range(rounds):
+            await channel.send(_event(f"{k}.{i}"))
+
+    async def consume() -> None:
+        nonlocal longest
+        while True:
+            try:
+                pending = await channel.receive()
+            except trio.EndOfChannel:
+                return
+            longest = max(longest, len(channel._senders))
+            taken.append(pending.event.author)
+            pending.set(pending.event)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with trio.open_nursery() as producers:
+            for k in range(senders):
+                producers.start_soon(sender, k)
+        channel.close_send()
+    assert len(taken) == len(set(taken)) == senders * rounds
+    for k in range(senders):
+        assert [n for n in taken if n.startswith(f"{k}.")] == [f"{k}.{i}" for i in range(rounds)]
+    assert longest <= 2 * senders + 33
