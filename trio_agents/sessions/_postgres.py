@@ -5,9 +5,11 @@ rest queue in Trio, where they can be cancelled). Cancelling a waiting caller as
 cancel its statement, so the caller is released promptly and the transaction rolls back; a
 transaction that committed anyway returns its result. Every append is one transaction whose
 first statement bumps the session's revision only if the snapshot's revision is still current,
-then folds the delta into session, user and app state. Runs on one session are exclusive across
-processes through an advisory lock held on a connection of its own: it is released when the run
-ends or the process dies.
+then folds the delta into session, user and app state. The service keeps the histories it has
+read (:mod:`._event_cache`): reading a session again parses only the events committed since, in
+one repeatable-read snapshot. Runs on one session are exclusive across processes through an
+advisory lock held on a connection of its own: it is released when the run ends or the process
+dies.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .._events import Event
 from .._ids import new_session_id, now
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._event_cache import DEFAULT_CACHED_SESSIONS, EventCache, Fresh, needs_window, windowed
 
 try:
     import psycopg
@@ -79,14 +82,27 @@ class PostgresSessionService(SessionService):
     first use; a database written by a newer trio_agents is refused with
     :class:`~trio_agents.ConfigurationError`. ``min_size``/``max_size`` size the connection pool;
     each run's lease holds one more connection of its own (:meth:`lease`).
+
+    The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
+    ``get_session`` on one of them reads and parses only the events committed since (by any
+    process); ``cached_sessions=0`` reads every history whole.
     """
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        cached_sessions: int = DEFAULT_CACHED_SESSIONS,
+    ) -> None:
         if psycopg is None:
             raise ConfigurationError(
                 "PostgresSessionService needs the 'postgres' extra: "
                 "pip install 'trio_agents[postgres]'"
             )
+        if cached_sessions < 0:
+            raise ConfigurationError(f"cached_sessions must be >= 0, got {cached_sessions}")
         super().__init__()
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
@@ -95,6 +111,7 @@ class PostgresSessionService(SessionService):
         self._slots = trio.CapacityLimiter(max_size)
         self._opening = trio.Lock()
         self._schema: str | None = None
+        self._cache = EventCache(cached_sessions)
 
     async def aclose(self) -> None:
         """Close the pool (waiting for queries in flight)."""
@@ -161,6 +178,7 @@ class PostgresSessionService(SessionService):
 
         session = await self._run(create)
         assert session is not None
+        self._cache.discard((app_name, user_id, sid))  # left by a deleted namesake
         return session
 
     async def get_session(
@@ -172,7 +190,16 @@ class PostgresSessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         key = (app_name, user_id, session_id)
-        return await self._run(lambda conn: _read_session(conn, key, config))
+        base = self._cache.get(key)
+        if not self._cache.capacity or (base is None and needs_window(config)):
+            return await self._run(lambda conn: _read_session(conn, key, config))
+        cursor, known = (0, 0) if base is None else (base.cursor, base.count)
+        found = await self._run(lambda conn: _read_since(conn, key, cursor, known))
+        if found is None:
+            self._cache.discard(key)
+            return None
+        row, fresh = found
+        return _session(key[0], *row, events=windowed(self._cache.merge(key, base, fresh), config))
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
         def read(conn: Any) -> list[Session]:
@@ -181,7 +208,7 @@ class PostgresSessionService(SessionService):
                 " ORDER BY s.created, s.id",
                 (app_name, user_id, user_id),
             ).fetchall()
-            return [_session(app_name, *row, events=[]) for row in rows]
+            return [_session(app_name, *row, events=EventLog()) for row in rows]
 
         return await self._run(read)
 
@@ -189,15 +216,18 @@ class PostgresSessionService(SessionService):
         key = (app_name, user_id, session_id)
 
         def delete(conn: Any) -> None:
+            # The session row first: it waits for an append in flight (which holds the row), so
+            # the events statement, with a snapshot of its own, then sees that append's event too.
+            conn.execute(
+                "DELETE FROM trio_agents_sessions WHERE app_name=%s AND user_id=%s AND id=%s", key
+            )
             conn.execute(
                 "DELETE FROM trio_agents_events WHERE app_name=%s AND user_id=%s AND session_id=%s",
                 key,
             )
-            conn.execute(
-                "DELETE FROM trio_agents_sessions WHERE app_name=%s AND user_id=%s AND id=%s", key
-            )
 
         await self._run(delete)
+        self._cache.discard(key)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
@@ -507,7 +537,7 @@ def _session(
     app: str | None,
     user: str | None,
     *,
-    events: list[Event],
+    events: EventLog,
 ) -> Session:
     scopes = [json.loads(text) if text else {} for text in (own, app, user)]
     return Session(
@@ -515,7 +545,7 @@ def _session(
         app_name=app_name,
         user_id=user_id,
         state=merged_state(*scopes),
-        events=EventLog(events),
+        events=events,
         revision=revision,
         last_update_time=updated,
     )
@@ -527,7 +557,42 @@ def _read_session(conn: Any, key: Key, config: GetSessionConfig | None) -> Sessi
     ).fetchone()
     if row is None:
         return None
-    return _session(key[0], *row, events=_read_events(conn, key, config))
+    return _session(key[0], *row, events=EventLog(_read_events(conn, key, config)))
+
+
+SessionRow = tuple[str, str, str, int, float, str | None, str | None]
+"""A session's user id, id, own state, revision, update time, app and user state."""
+
+_EVENTS_AFTER = (
+    "SELECT seq, body FROM trio_agents_events WHERE app_name = %s AND user_id = %s"
+    " AND session_id = %s AND seq > %s ORDER BY seq"
+)
+_EVENTS_UP_TO = _EVENTS_AFTER.replace("seq > %s", "seq <= %s")
+
+
+def _read_since(conn: Any, key: Key, cursor: int, known: int) -> tuple[SessionRow, Fresh] | None:
+    """The session row and its events numbered after ``cursor``, ``known`` events being cached;
+    the whole history instead when those do not add up to the revision (another incarnation).
+
+    One repeatable-read snapshot: the revision and the events agree. Within a session, sequence
+    numbers follow commit order (an append draws its number holding the session row's lock)."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    row: SessionRow | None = conn.execute(
+        f"{_SESSION_QUERY} WHERE s.app_name = %s AND s.user_id = %s AND s.id = %s", key
+    ).fetchone()
+    if row is None:
+        return None
+    read = _parsed(conn, _EVENTS_AFTER, (*key, cursor))
+    full = cursor == 0 or known + len(read) != row[3]
+    if full and cursor:  # what the cache holds is not this session's: read the rest too
+        read[:0] = _parsed(conn, _EVENTS_UP_TO, (*key, cursor))
+    last = read[-1][0] if read else (0 if full else cursor)
+    return row, Fresh([event for _, event in read], last, full)
+
+
+def _parsed(conn: Any, query: str, args: tuple[Any, ...]) -> list[tuple[int, Event]]:
+    """(seq, event) rows of ``query``, in its order."""
+    return [(seq, Event.from_json(body)) for seq, body in conn.execute(query, args)]
 
 
 def _read_events(conn: Any, key: Key, config: GetSessionConfig | None) -> list[Event]:

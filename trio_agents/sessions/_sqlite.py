@@ -7,9 +7,11 @@ cancelled caller is released promptly, with nothing half-done (every job is one 
 
 Every append is one ``BEGIN IMMEDIATE`` transaction whose ``UPDATE … WHERE revision = ?`` is the
 revision check, which stores the event and folds its delta into the session, user and app
-state. Events are read back in commit order (a sequence column); ``get_session`` cuts its window
-in SQL, so reading parses only the events asked for. A lease table makes invocations on one
-session exclusive across processes; a lease whose holder died expires.
+state. Events are read back in commit order (a sequence column). The service keeps the histories
+it has read (:mod:`._event_cache`), so reading a session again parses only the events committed
+since, by any process; a windowed read of a session not in that cache is cut in SQL, so it parses
+only the events asked for. A lease table makes invocations on one session exclusive across
+processes; a lease whose holder died expires.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from .._util import without_cancelled
 from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._event_cache import DEFAULT_CACHED_SESSIONS, EventCache, Fresh, needs_window, windowed
 from ._sqlite_schema import connection_setup, is_busy
 
 __all__ = ["SqliteSessionService"]
@@ -67,6 +70,10 @@ class SqliteSessionService(SessionService):
     ``lease_seconds / 3``, and stops its run with :class:`~trio_agents.SessionBusyError` if
     another process took the session over meanwhile (its event loop was blocked that long).
 
+    The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
+    ``get_session`` on one of them reads and parses only the events committed since (by this
+    service or any other writer of the file); ``cached_sessions=0`` reads every history whole.
+
     A file that is not a trio_agents session database, or one written by a newer version, raises
     :class:`~trio_agents.ConfigurationError` on first use and is left untouched. Close the
     service with :meth:`aclose` or ``async with``.
@@ -79,6 +86,7 @@ class SqliteSessionService(SessionService):
         durable: bool = True,
         busy_timeout: float = 10.0,
         lease_seconds: float = 15.0,
+        cached_sessions: int = DEFAULT_CACHED_SESSIONS,
     ) -> None:
         super().__init__()
         if lease_seconds <= 0 or busy_timeout < 0:
@@ -86,12 +94,15 @@ class SqliteSessionService(SessionService):
                 f"lease_seconds must be > 0 and busy_timeout >= 0, "
                 f"got {lease_seconds} and {busy_timeout}"
             )
+        if cached_sessions < 0:
+            raise ConfigurationError(f"cached_sessions must be >= 0, got {cached_sessions}")
         self.path = os.fspath(path)
         self.durable = durable
         self.busy_timeout = busy_timeout
         self.lease_seconds = lease_seconds
         self._db = SqliteThread(self.path, connection_setup(self.path, durable=durable))
         self._owner = uuid.uuid4().hex
+        self._cache = EventCache(cached_sessions)
 
     def __repr__(self) -> str:
         return f"SqliteSessionService({self.path!r}, durable={self.durable})"
@@ -137,6 +148,7 @@ class SqliteSessionService(SessionService):
         scopes = split_state_delta(state or {})
         session = await self._run(functools.partial(_create, key=key, scopes=scopes, stamp=now()))
         assert session is not None
+        self._cache.discard(key)  # left by a deleted namesake (which the next read would notice)
         return session
 
     async def get_session(
@@ -148,13 +160,24 @@ class SqliteSessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         key = (app_name, user_id, session_id)
-        return await self._run(functools.partial(_get, key=key, config=config))
+        base = self._cache.get(key)
+        if not self._cache.capacity or (base is None and needs_window(config)):
+            return await self._run(functools.partial(_get, key=key, config=config))
+        cursor, known = (0, 0) if base is None else (base.cursor, base.count)
+        found = await self._run(functools.partial(_get_since, key=key, cursor=cursor, known=known))
+        if found is None:
+            self._cache.discard(key)
+            return None
+        row, fresh = found
+        return _session(key, row, windowed(self._cache.merge(key, base, fresh), config))
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
         return await self._run(functools.partial(_list, app_name=app_name, user_id=user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        await self._run(functools.partial(_delete, key=(app_name, user_id, session_id)))
+        key = (app_name, user_id, session_id)
+        await self._run(functools.partial(_delete, key=key))
+        self._cache.discard(key)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
@@ -305,6 +328,36 @@ def _get(conn: sqlite3.Connection, *, key: Key, config: GetSessionConfig | None)
         return _read_session(conn, key, config)
 
 
+_EVENTS_AFTER = (
+    "SELECT seq, body FROM events WHERE app_name=? AND user_id=? AND session_id=? AND seq > ?"
+    " ORDER BY seq"
+)
+_EVENTS_UP_TO = _EVENTS_AFTER.replace("seq > ?", "seq <= ?")
+
+
+def _get_since(
+    conn: sqlite3.Connection, *, key: Key, cursor: int, known: int
+) -> tuple[SessionRow, Fresh] | None:
+    """The session row and its events numbered after ``cursor``, ``known`` events being cached;
+    the whole history instead when those do not add up to the revision (another incarnation)."""
+    with _transaction(conn, "DEFERRED"):  # one snapshot: the revision matches the events
+        row = _session_row(conn, key)
+        if row is None:
+            return None
+        read = _parsed(conn, _EVENTS_AFTER, (*key, cursor))
+        full = cursor == 0 or known + len(read) != row[1]
+        if full and cursor:  # what the cache holds is not this session's: read the rest too
+            read[:0] = _parsed(conn, _EVENTS_UP_TO, (*key, cursor))
+    last = read[-1][0] if read else (0 if full else cursor)
+    return row, Fresh([event for _, event in read], last, full)
+
+
+def _parsed(conn: sqlite3.Connection, query: str, args: tuple[Any, ...]) -> list[tuple[int, Event]]:
+    """(seq, event) rows, parsed as they are read: a cancelled caller's interrupt stops a long
+    read between rows."""
+    return [(seq, Event.from_json(body)) for seq, body in conn.execute(query, args)]
+
+
 def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> list[Session]:
     query = "SELECT user_id, id, state, revision, updated FROM sessions WHERE app_name = ?"
     args: tuple[str, ...] = (app_name,)
@@ -393,28 +446,41 @@ def _merge_scopes(
         )
 
 
-def _read_session(
-    conn: sqlite3.Connection, key: Key, config: GetSessionConfig | None
-) -> Session | None:
-    row = conn.execute(
+SessionRow = tuple[str, int, float, str | None, str | None]
+"""A session's own state, revision and update time, then its app and user state (JSON)."""
+
+
+def _session_row(conn: sqlite3.Connection, key: Key) -> SessionRow | None:
+    row: SessionRow | None = conn.execute(
         "SELECT s.state, s.revision, s.updated,"
         " (SELECT state FROM app_state a WHERE a.app_name = s.app_name),"
         " (SELECT state FROM user_state u WHERE u.app_name = s.app_name AND u.user_id = s.user_id)"
         " FROM sessions s WHERE s.app_name=? AND s.user_id=? AND s.id=?",
         key,
     ).fetchone()
-    if row is None:
-        return None
+    return row
+
+
+def _session(key: Key, row: SessionRow, events: EventLog) -> Session:
     own, revision, updated, app, user = row
     return Session(
         id=key[2],
         app_name=key[0],
         user_id=key[1],
         state=merged_state(_loads(own), _loads(app), _loads(user)),
-        events=EventLog(_read_events(conn, key, config)),
+        events=events,
         revision=revision,
         last_update_time=updated,
     )
+
+
+def _read_session(
+    conn: sqlite3.Connection, key: Key, config: GetSessionConfig | None
+) -> Session | None:
+    row = _session_row(conn, key)
+    if row is None:
+        return None
+    return _session(key, row, EventLog(_read_events(conn, key, config)))
 
 
 def _read_events(
