@@ -132,10 +132,10 @@ class EmitChannel:
             trio.EndOfChannel: the send side is closed and nothing is queued.
             trio.ClosedResourceError: the receive side is closed.
         """
-        if self._has_senders():
+        if self._head < len(self._senders):  # queued (unless all withdrawn: then park below)
             await trio.lowlevel.checkpoint_if_cancelled()
             pending = self._take()
-            if pending is not None:  # still there: nothing ran since the check
+            if pending is not None:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return pending
         if not (self._receiving and self._sending):
@@ -166,13 +166,6 @@ class EmitChannel:
         self._wake_receivers()
 
     # -- internals -----------------------------------------------------------------------------
-
-    def _has_senders(self) -> bool:
-        senders, head = self._senders, self._head
-        while head < len(senders) and not senders[head]._queued:
-            head += 1  # withdrawn
-        self._head = head
-        return head < len(senders)
 
     def _take(self) -> Pending | None:
         senders, head = self._senders, self._head
