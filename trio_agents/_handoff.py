@@ -187,8 +187,9 @@ class EmitChannel:
         return pending
 
     def _wake_receivers(self) -> None:
-        receivers, self._receivers = self._receivers, []
-        for task in receivers:
+        woken = self._receivers[:]  # the list itself stays: receive() holds on to it
+        self._receivers.clear()
+        for task in woken:
             _reschedule(task)  # wakes to find the channel closed
 
     def _raise_closed(self) -> NoReturn:
