@@ -72,7 +72,14 @@ from trio_agents import (
 )
 from trio_agents._content import CodeExecutionResult, ExecutableCode, FileData
 from trio_agents._events import UsageMetadata
-from trio_agents._serde import check_json_value, dumps, loads, structure, unstructure
+from trio_agents._serde import (
+    check_json_value,
+    dumps,
+    is_json_value,
+    loads,
+    structure,
+    unstructure,
+)
 
 # -- strategies ----------------------------------------------------------------------------------
 
@@ -1040,6 +1047,29 @@ def test_check_json_value_accepts_plain_json() -> None:
     check_json_value({"a": [1, 2.5, "x", None, True, {"b": []}], "t": (1, 2)}, "state")
     check_json_value(-0.0, "state")
     check_json_value(10**30, "state")
+
+
+_NOT_JSON = st.sampled_from([{1}, object(), b"raw", math.nan, math.inf, datetime.date(2024, 1, 1)])
+_MIXED = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | _NOT_JSON,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3) | st.integers() | st.none(), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(value=_MIXED, _seed=st.random_module())
+def test_is_json_value_agrees_with_check_json_value(value: Any, _seed: Any) -> None:
+    try:
+        check_json_value(value, "v")
+    except SerializationError:
+        accepted = False
+    else:
+        accepted = True
+    assert is_json_value(value) is accepted
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,9 @@
 
 The shapes follow the Gemini/ADK ``types.Content`` model closely enough that ADK's JSON parses
 (see :mod:`trio_agents._serde`). Change a record with ``attrs.evolve``.
+
+``FunctionCall``, ``Part`` and ``Content`` have no ``__weakref__`` slot, as ``Event``: the model
+step copies them with :func:`trio_agents._events.replace` when it gives function calls their ids.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def _frozen_dict(value: Mapping[str, Any] | None) -> FrozenDict:
     return value if type(value) is FrozenDict else FrozenDict(value)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class FunctionCall:
     """A model's request to call the tool ``name`` with ``args``."""
 
@@ -114,7 +117,7 @@ class CodeExecutionResult:
     output: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Part:
     """One piece of a message: text, a function call or response, inline data, ..."""
 
@@ -153,7 +156,7 @@ def _parts(value: Iterable[Part] | None) -> tuple[Part, ...]:
     return () if value is None else tuple(value)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Content:
     """A message: a ``role`` (``"user"`` or ``"model"``) and its ordered parts."""
 

@@ -44,6 +44,7 @@ __all__ = [
     "check_json_value",
     "dump_event",
     "dumps",
+    "is_json_value",
     "load_event",
     "loads",
     "structure",
@@ -309,10 +310,33 @@ def load_event(data: Mapping[str, Any]) -> Event:
 # -- validation ------------------------------------------------------------------------------------
 
 
+_FLAT = frozenset({str, int, bool, type(None)})
+"""Exact types that are JSON whatever their value (floats are checked for being finite)."""
+
+
+def is_json_value(value: object) -> bool:
+    """Whether ``value`` is plain JSON, as :func:`check_json_value` judges it (no paths built).
+
+    Allowed: None, bool, int, finite float, str, and lists/tuples and str-keyed dicts of those.
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (isinstance(key, str) and (type(item) in _FLAT or is_json_value(item))):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(type(item) in _FLAT or is_json_value(item) for item in value)
+    return False
+
+
 def check_json_value(value: object, path: str) -> None:
     """Raise :class:`SerializationError` naming ``path`` unless ``value`` is plain JSON.
 
-    Allowed: None, bool, int, finite float, str, and lists/tuples and str-keyed dicts of those.
+    Allowed: as :func:`is_json_value`. The error names the first offending item in order.
     """
     if value is None or isinstance(value, (str, bool, int)):
         return

@@ -99,6 +99,8 @@ class LlmAgent(BaseAgent):
         }
         self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
         self._resolved: Model | None = None
+        self._static_instruction: tuple[tuple[object, ...], str] | None = None
+        """The system instruction last joined from plain text, with the pieces it came from."""
 
     @property
     def tools_by_name(self) -> dict[str, BaseTool]:

@@ -52,13 +52,15 @@ class History:
         Histories are kept across invocations of a session; if ``events`` is not the sequence
         this history was built from (another window of it, a recreated session), start over.
         """
-        if self.seen and (self.seen > len(events) or events[self.seen - 1].id != self.last_id):
+        size, seen = len(events), self.seen
+        if seen and (seen > size or events[seen - 1].id != self.last_id):
             self._reset()
-        for index in range(self.seen, len(events)):
-            self._add(events[index])
-        self.seen = len(events)
-        if events:
-            self.last_id = events[-1].id
+            seen = 0
+        for index in range(seen, size):
+            event = events[index]
+            self._add(event)
+            self.last_id = event.id
+        self.seen = size
 
     def _reset(self) -> None:
         self.seen = self.turn_start = 0

@@ -18,23 +18,25 @@ from .._callbacks import run_callback_chain
 from .._content import Content
 from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
 from .._errors import LlmCallLimitError
-from .._events import Event
+from .._events import Event, replace
 from .._ids import new_function_call_id
 from .._runner import StreamingMode
 from ..models._base import LlmRequest, LlmResponse
-from ..tools._base import ToolContext
+from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
 from ._instructions import inject_session_state
+from ._llm import LlmAgent
 from ._llm_contents import history_for
 from ._llm_tools import run_function_calls
 
 if TYPE_CHECKING:
-    from ._llm import InstructionProvider, LlmAgent
+    from ._llm import InstructionProvider
 
 __all__ = ["run_llm_agent"]
 
 NO_CONTENT = "MODEL_RETURNED_NO_CONTENT"
 INVALID_OUTPUT = "INVALID_OUTPUT_SCHEMA"
+_DECLARE_ONLY = BaseTool.process_llm_request
 
 
 async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
@@ -47,18 +49,18 @@ async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
 
 async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
     request = await build_request(agent, ctx)
-    cc = CallbackContext(ctx)
+    cc = CallbackContext(ctx) if _uses_callback_context(agent, ctx) else None
     response = await _call_model(agent, ctx, cc, request)
     if response is None:
         return None
-    event = _model_event(agent, cc, response)
+    event = _model_event(agent, ctx, cc, response)
     if event is None:
         return None
     event = await ctx.emit(event)
     calls = event.get_function_calls()
     if not calls:
         return event
-    responses = await run_function_calls(agent, ctx, event)
+    responses = await run_function_calls(agent, ctx, calls)
     if responses is not None and responses.actions.transfer_to_agent:
         ctx.transfer_to = agent.root_agent.find_agent(responses.actions.transfer_to_agent)
         return None  # hand-off: this agent's turn is over (R-XFER-3, ARCHITECTURE §4)
@@ -75,24 +77,68 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
         generation_config=dict(agent.generate_content_config),
         labels={"adk_agent_name": agent.name},
     )
-    request.append_instructions(
-        await _global_instruction(agent, ctx),
-        await _instruction(agent.instruction, ctx),
-        _identity(agent),
-    )
+    static = _static_instruction(agent)
+    if static is not None:
+        request.system_instruction = static
+    else:
+        request.append_instructions(
+            await _global_instruction(agent, ctx),
+            await _instruction(agent.instruction, ctx),
+            _identity(agent),
+        )
     request.contents = history_for(ctx).request_contents(agent.include_contents)
-    tool_context = ToolContext(ctx)
-    for tool in agent.run_tools:
-        await tool.process_llm_request(tool_context=tool_context, llm_request=request)
+    tools = agent.run_tools
+    declared = _declare(tools, request)
+    if declared < len(tools):
+        await _add_tools(tools[declared:], ctx, request)
     if agent.output_schema is not None and not agent.tools:
         request.response_schema = output_json_schema(agent)
     return request
 
 
+def _declare(tools: list[BaseTool], request: LlmRequest) -> int:
+    """Add the leading tools that only declare themselves, directly; return how many."""
+    for index, tool in enumerate(tools):
+        if getattr(tool.process_llm_request, "__func__", None) is not _DECLARE_ONLY:
+            return index
+        declaration = tool.declaration()
+        if declaration is not None:
+            request.tools.append(declaration)
+    return len(tools)
+
+
+async def _add_tools(tools: list[BaseTool], ctx: InvocationContext, request: LlmRequest) -> None:
+    """Let each tool add itself, in order; the ones that edit the request share one context."""
+    tool_context = ToolContext(ctx)
+    for tool in tools:
+        if getattr(tool.process_llm_request, "__func__", None) is _DECLARE_ONLY:
+            _declare([tool], request)
+        else:
+            await tool.process_llm_request(tool_context=tool_context, llm_request=request)
+
+
+def _static_instruction(agent: LlmAgent) -> str | None:
+    """The system instruction when no piece of it needs the invocation (R-TPL-2), else None.
+
+    Text without placeholders renders as itself, so the pieces are joined once and the result
+    is kept on the agent for as long as its instructions, name and description stay the same.
+    """
+    root = agent.root_agent
+    own = agent.instruction
+    glob = root.global_instruction if isinstance(root, LlmAgent) else ""
+    key = (glob, own, agent.name, agent.description)
+    cached = agent._static_instruction
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if not (isinstance(glob, str) and isinstance(own, str)) or "{" in glob or "{" in own:
+        return None  # a provider or a template: rendered at every step
+    text = "\n\n".join(piece for piece in (glob, own, _identity(agent)) if piece)
+    agent._static_instruction = (key, text)
+    return text
+
+
 async def _global_instruction(agent: LlmAgent, ctx: InvocationContext) -> str:
     """The root agent's ``global_instruction``, when the root is an LLM agent (R-TPL-2)."""
-    from ._llm import LlmAgent
-
     root = agent.root_agent
     if not isinstance(root, LlmAgent):
         return ""
@@ -102,6 +148,8 @@ async def _global_instruction(agent: LlmAgent, ctx: InvocationContext) -> str:
 async def _instruction(instruction: str | InstructionProvider, ctx: InvocationContext) -> str:
     if not instruction:
         return ""
+    if isinstance(instruction, str) and "{" not in instruction:
+        return instruction  # no placeholder: nothing to render
     readonly = ReadonlyContext(ctx)  # a provider must not write state nobody would persist
     if callable(instruction):  # a provider bypasses substitution (R-TPL)
         text = instruction(readonly)
@@ -126,32 +174,70 @@ def output_json_schema(agent: LlmAgent) -> dict[str, Any]:
 # -- the model call (R-LLM-4, R-LLM-5, R-PART) -----------------------------------------------------
 
 
+def _uses_callback_context(agent: LlmAgent, ctx: InvocationContext) -> bool:
+    """Whether the step needs a callback context: plugins or model callbacks to hand it to, or
+    an ``output_key`` / ``output_schema`` whose value rides on its actions."""
+    hooks = agent.callbacks
+    return bool(
+        ctx.plugin_manager
+        or hooks["before_model_callback"]
+        or hooks["after_model_callback"]
+        or hooks["on_model_error_callback"]
+        or agent.output_key is not None
+        or agent.output_schema is not None
+    )
+
+
 async def _call_model(
-    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, request: LlmRequest
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext | None, request: LlmRequest
 ) -> LlmResponse | None:
-    plugins = ctx.plugin_manager
-    override = await plugins.before_model(cc, request) if plugins else None
-    if override is None:
-        override = await run_callback_chain(
-            agent.callbacks["before_model_callback"], callback_context=cc, llm_request=request
-        )
-    if override is not None:
-        return _checked_response(override, agent)  # used as is: no after-model (R-LLM-4)
+    """The model's answer, through the model hooks when there is a callback context (without
+    one, no hook is registered)."""
+    if cc is not None:
+        override = await _before_model(agent, ctx, cc, request)
+        if override is not None:
+            return override  # used as is: no after-model (R-LLM-4)
     _count_call(ctx)
     try:
         return await _generate(agent, ctx, cc, request)
     except Exception as exc:
-        recovered = await plugins.on_model_error(cc, request, exc) if plugins else None
-        if recovered is None:
-            recovered = await run_callback_chain(
-                agent.callbacks["on_model_error_callback"],
-                callback_context=cc,
-                llm_request=request,
-                error=exc,
-            )
+        if cc is None:
+            raise
+        recovered = await _on_model_error(agent, ctx, cc, request, exc)
         if recovered is None:
             raise
-        return await _after_model(agent, ctx, cc, _checked_response(recovered, agent))
+        return await _after_model(agent, ctx, cc, recovered)
+
+
+async def _before_model(
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, request: LlmRequest
+) -> LlmResponse | None:
+    """Plugins, then the agent's before-model callbacks; the first non-None answer wins."""
+    plugins = ctx.plugin_manager
+    override = await plugins.before_model(cc, request) if plugins else None
+    if override is None and (chain := agent.callbacks["before_model_callback"]):
+        override = await run_callback_chain(chain, callback_context=cc, llm_request=request)
+    return None if override is None else _checked_response(override, agent)
+
+
+async def _on_model_error(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    cc: CallbackContext,
+    request: LlmRequest,
+    error: Exception,
+) -> LlmResponse | None:
+    """Plugins, then the agent's on-model-error callbacks; a non-None answer recovers."""
+    plugins = ctx.plugin_manager
+    recovered = await plugins.on_model_error(cc, request, error) if plugins else None
+    if recovered is None:
+        recovered = await run_callback_chain(
+            agent.callbacks["on_model_error_callback"],
+            callback_context=cc,
+            llm_request=request,
+            error=error,
+        )
+    return None if recovered is None else _checked_response(recovered, agent)
 
 
 def _count_call(ctx: InvocationContext) -> None:
@@ -166,15 +252,17 @@ def _count_call(ctx: InvocationContext) -> None:
 
 
 async def _generate(
-    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, request: LlmRequest
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext | None, request: LlmRequest
 ) -> LlmResponse | None:
     model = agent.canonical_model
     if ctx.run_config.streaming_mode is not StreamingMode.SSE:
-        return await _after_model(agent, ctx, cc, await model.generate(request))
+        response = await model.generate(request)
+        return response if cc is None else await _after_model(agent, ctx, cc, response)
     final: LlmResponse | None = None
     async with model.stream(request) as chunks:
         async for chunk in chunks:
-            chunk = await _after_model(agent, ctx, cc, chunk)
+            if cc is not None:
+                chunk = await _after_model(agent, ctx, cc, chunk)
             if chunk.partial:
                 await ctx.emit(_partial_event(agent, chunk))
                 final = None
@@ -188,10 +276,8 @@ async def _after_model(
 ) -> LlmResponse:
     plugins = ctx.plugin_manager
     replacement = await plugins.after_model(cc, response) if plugins else None
-    if replacement is None:
-        replacement = await run_callback_chain(
-            agent.callbacks["after_model_callback"], callback_context=cc, llm_response=response
-        )
+    if replacement is None and (chain := agent.callbacks["after_model_callback"]):
+        replacement = await run_callback_chain(chain, callback_context=cc, llm_response=response)
     if replacement is None:
         return response
     replacement = _checked_response(replacement, agent)
@@ -228,14 +314,18 @@ def _partial_event(agent: LlmAgent, chunk: LlmResponse) -> Event:
     )
 
 
-def _model_event(agent: LlmAgent, cc: CallbackContext, response: LlmResponse) -> Event | None:
+def _model_event(
+    agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext | None, response: LlmResponse
+) -> Event | None:
     response = _post_process(response)
     if response.content is None and not response.error_code and not response.interrupted:
         return None  # nothing to say: the loop ends (R-LLM-6)
     content = _with_call_ids(response.content)
     long_running = _long_running_ids(agent, content)
     event = Event(
+        invocation_id=ctx.invocation_id,  # stamped here, so emit need not copy the event
         author=agent.name,
+        branch=ctx.branch,
         content=content,
         partial=response.partial,
         turn_complete=response.turn_complete,
@@ -247,6 +337,8 @@ def _model_event(agent: LlmAgent, cc: CallbackContext, response: LlmResponse) ->
         usage_metadata=response.usage_metadata,
         long_running_tool_ids=long_running or None,
     )
+    if cc is None:
+        return event  # no output key or schema, and no hook that could have written actions
     event = _apply_output(agent, cc.actions, event)
     if not cc.actions.is_empty():
         event = attrs.evolve(event, actions=cc.actions.merged_into(event.actions))
@@ -278,13 +370,13 @@ def _with_call_ids(content: Content | None) -> Content | None:
         p.function_call is not None and not p.function_call.id for p in content.parts
     ):
         return content
-    parts = [
-        attrs.evolve(p, function_call=attrs.evolve(p.function_call, id=new_function_call_id()))
+    parts = tuple(
+        replace(p, {"function_call": replace(p.function_call, {"id": new_function_call_id()})})
         if p.function_call is not None and not p.function_call.id
         else p
         for p in content.parts
-    ]
-    return attrs.evolve(content, parts=parts)
+    )
+    return replace(content, {"parts": parts})  # records already normalized: no converters
 
 
 def _long_running_ids(agent: LlmAgent, content: Content | None) -> set[str]:

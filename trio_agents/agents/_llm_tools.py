@@ -19,7 +19,7 @@ from .._content import Content, FunctionCall, Part
 from .._context import EventActionsDraft, InvocationContext
 from .._errors import SerializationError, ToolError
 from .._events import Event, EventActions
-from .._serde import check_json_value
+from .._serde import check_json_value, is_json_value
 from .._util import without_cancelled
 from ..tools._base import BaseTool, ToolContext
 
@@ -29,24 +29,55 @@ if TYPE_CHECKING:
 __all__ = ["run_function_calls"]
 
 _Result = tuple[dict[str, Any], EventActionsDraft]
+NURSERY_MESSAGE = "Exceptions from Trio nursery"
+"""The message of the group a nursery raises (a lone call's failure is wrapped the same way)."""
 
 
-async def run_function_calls(agent: LlmAgent, ctx: InvocationContext, event: Event) -> Event | None:
-    """Run the calls of ``event``; emit and return the merged response event (None if empty)."""
-    calls = event.get_function_calls()
+async def run_function_calls(
+    agent: LlmAgent, ctx: InvocationContext, calls: list[FunctionCall]
+) -> Event | None:
+    """Run the calls of one model event; emit and return the merged response event (None if
+    there is nothing to answer yet)."""
     results: list[_Result | None] = [None] * len(calls)
-    failure: BaseException | None = None
+    if len(calls) == 1:
+        failure = await _run_single(agent, ctx, calls[0], results)
+    else:
+        failure = await _run_concurrently(agent, ctx, calls, results)
+    response = _merged_event(agent, ctx, calls, results)
+    committed = await ctx.emit(response) if response is not None else None
+    if failure is not None:
+        raise failure
+    return committed
+
+
+async def _run_single(
+    agent: LlmAgent, ctx: InvocationContext, call: FunctionCall, results: list[_Result | None]
+) -> BaseException | None:
+    """One call runs in the agent's own task: no nursery, the same failure as through one.
+
+    (Unlike a nursery child, the tool shares the agent task's context variables.)
+    """
+    try:
+        await _run_call(agent, ctx, call, results, 0)
+    except Exception as exc:
+        return without_cancelled(BaseExceptionGroup(NURSERY_MESSAGE, [exc]))
+    return None
+
+
+async def _run_concurrently(
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    calls: list[FunctionCall],
+    results: list[_Result | None],
+) -> BaseException | None:
+    """Every call in its own task of one nursery; a failure cancels the siblings."""
     try:
         async with trio.open_nursery() as nursery:
             for index, call in enumerate(calls):
                 nursery.start_soon(_run_call, agent, ctx, call, results, index)
     except BaseExceptionGroup as group:
-        failure = without_cancelled(group)
-    response = _merged_event(agent, calls, results)
-    committed = await ctx.emit(response) if response is not None else None
-    if failure is not None:
-        raise failure
-    return committed
+        return without_cancelled(group)
+    return None
 
 
 async def _run_call(
@@ -61,8 +92,11 @@ async def _run_call(
     if tool is None:
         results[index] = (await _unknown(agent, ctx, call, tool_context), tool_context.actions)
         return
-    args = copy.deepcopy(dict(call.args))  # R-TOOL-1: callbacks and tool share this copy
-    result = await _invoke(agent, ctx, tool, args, tool_context)
+    args = _copied_args(call)  # R-TOOL-1: callbacks and tool share this copy
+    if ctx.plugin_manager or _has_tool_hooks(agent):
+        result = await _invoke(agent, ctx, tool, args, tool_context)
+    else:  # nothing to consult: the tool alone
+        result = await tool.run_async(args=args, tool_context=tool_context)
     if tool.is_long_running and not result:
         return  # R-TOOL-2.5: no response part yet
     results[index] = (_normalized(result, tool, call), tool_context.actions)
@@ -75,15 +109,16 @@ async def _invoke(
     args: dict[str, Any],
     tool_context: ToolContext,
 ) -> Any:
-    plugins = ctx.plugin_manager
-    chains = agent.callbacks
+    """Plugins and before-tool callbacks, the tool (its errors through the error hooks), then
+    plugins and after-tool callbacks (S-CB-1)."""
+    plugins, hooks = ctx.plugin_manager, agent.callbacks
     result = await _before_tool(agent, ctx, tool, args, tool_context)
     if result is None:
         result = await _run_tool(agent, ctx, tool, args, tool_context)
     replacement = await plugins.after_tool(tool, args, tool_context, result) if plugins else None
-    if replacement is None:
+    if replacement is None and (chain := hooks["after_tool_callback"]):
         replacement = await run_callback_chain(
-            chains["after_tool_callback"],
+            chain,
             tool=tool,
             args=args,
             tool_context=tool_context,
@@ -118,10 +153,8 @@ async def _before_tool(
     """Plugins, then the agent's before-tool callbacks; the first non-None answer wins."""
     plugins = ctx.plugin_manager
     result = await plugins.before_tool(tool, args, tool_context) if plugins else None
-    if result is None:
-        result = await run_callback_chain(
-            agent.callbacks["before_tool_callback"], tool=tool, args=args, tool_context=tool_context
-        )
+    if result is None and (chain := agent.callbacks["before_tool_callback"]):
+        result = await run_callback_chain(chain, tool=tool, args=args, tool_context=tool_context)
     return result
 
 
@@ -147,6 +180,27 @@ async def _on_tool_error(
     return recovered
 
 
+def _has_tool_hooks(agent: LlmAgent) -> bool:
+    hooks = agent.callbacks
+    return bool(
+        hooks["before_tool_callback"]
+        or hooks["after_tool_callback"]
+        or hooks["on_tool_error_callback"]
+    )
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied_args(call: FunctionCall) -> dict[str, Any]:
+    """A deep copy of the call's arguments (a shallow one when every value is a scalar)."""
+    args = dict(call.args)
+    for value in args.values():
+        if type(value) not in _SCALARS:
+            return copy.deepcopy(args)
+    return args
+
+
 class _UnknownTool(BaseTool):
     """Stands in for a tool the model named but the agent does not have (R-TOOL-3)."""
 
@@ -160,7 +214,7 @@ async def _unknown(
     """R-TOOL-3 [2.13]: before-tool callbacks may answer; else the error callbacks see a
     ``ValueError``; else the model is told which tools exist. After-tool callbacks are skipped."""
     stand_in = _UnknownTool(name=call.name)
-    args = copy.deepcopy(dict(call.args))
+    args = _copied_args(call)
     answer = await _before_tool(agent, ctx, stand_in, args, tool_context)
     if answer is not None:
         return _normalized(answer, stand_in, call)
@@ -185,6 +239,8 @@ def _unknown_tool(agent: LlmAgent, name: str) -> dict[str, Any]:
 def _normalized(result: Any, tool: BaseTool, call: FunctionCall) -> dict[str, Any]:
     """R-TOOL-5: a dict as is, anything else as ``{"result": value}``; it must be JSON."""
     response = result if isinstance(result, dict) else {"result": result}
+    if is_json_value(response):
+        return response
     try:
         check_json_value(response, f"tool {tool.name!r} result")
     except SerializationError as exc:
@@ -197,41 +253,56 @@ def _normalized(result: Any, tool: BaseTool, call: FunctionCall) -> dict[str, An
 
 
 def _merged_event(
-    agent: LlmAgent, calls: list[FunctionCall], results: list[_Result | None]
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    calls: list[FunctionCall],
+    results: list[_Result | None],
 ) -> Event | None:
     parts: list[Part] = []
-    merged = EventActionsDraft()
+    texts: list[Part] = []
+    merged: EventActionsDraft | None = None  # made for the first call with actions to merge
     for call, result in zip(calls, results, strict=True):
         if result is None:
             continue
         response, actions = result
         parts.append(Part.from_function_response(call.name, response, id=call.id))
-        _merge_actions(merged, actions)
+        if _has_actions(actions):
+            merged = EventActionsDraft() if merged is None else merged
+            _merge_actions(merged, actions)
+            if actions.skip_summarization and _summarizes_itself(agent, call):
+                texts.append(_display_text(response))
     if not parts:
         return None
-    parts.extend(_display_texts(agent, calls, results))
     return Event(
+        invocation_id=ctx.invocation_id,  # stamped here, so emit need not copy the event
         author=agent.name,
-        content=Content(role="user", parts=parts),
-        actions=merged.freeze() if not merged.is_empty() else EventActions(),
+        branch=ctx.branch,
+        content=Content(role="user", parts=[*parts, *texts]),
+        actions=merged.freeze() if merged is not None and not merged.is_empty() else EventActions(),
     )
 
 
-def _display_texts(
-    agent: LlmAgent, calls: list[FunctionCall], results: list[_Result | None]
-) -> list[Part]:
-    """R-AT-8 [2.13]: an agent tool that skips summarization also shows its answer as text."""
-    texts: list[Part] = []
-    for call, result in zip(calls, results, strict=True):
-        tool = agent.tools_by_name.get(call.name)
-        if result is None or not getattr(tool, "skip_summarization", False):
-            continue
-        response, actions = result
-        if not actions.skip_summarization:
-            continue  # the tool withdrew it (e.g. a child left waiting on a long-running call)
-        answer = response.get("result", response)
-        texts.append(Part.from_text(answer if isinstance(answer, str) else json.dumps(answer)))
-    return texts
+def _summarizes_itself(agent: LlmAgent, call: FunctionCall) -> bool:
+    """R-AT-8 [2.13]: an agent tool that skips summarization also shows its answer as text, if
+    its call kept ``skip_summarization`` (a child left waiting on a long-running call drops it)."""
+    return bool(getattr(agent.tools_by_name.get(call.name), "skip_summarization", False))
+
+
+def _display_text(response: dict[str, Any]) -> Part:
+    answer = response.get("result", response)
+    return Part.from_text(answer if isinstance(answer, str) else json.dumps(answer))
+
+
+def _has_actions(actions: EventActionsDraft) -> bool:
+    """Whether merging ``actions`` changes anything (a False or empty scalar still counts)."""
+    return bool(
+        actions.state_delta
+        or actions.artifact_delta
+        or actions.requested_auth_configs
+        or actions.transfer_to_agent is not None
+        or actions.escalate is not None
+        or actions.skip_summarization is not None
+    )
 
 
 def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:

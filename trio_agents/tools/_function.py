@@ -110,6 +110,14 @@ class FunctionTool(BaseTool):
                 self._context_param = param.name
             elif param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 self._params[param.name] = param
+        self._required = [n for n, p in self._params.items() if p.default is p.empty]
+        self._required_set = frozenset(self._required)
+        self._structured = {
+            n: hint
+            for n in self._params
+            if (hint := self._hints.get(n)) is not None and _needs_structuring(hint)
+        }
+        """The parameters whose values go through the converter (records, enums), by name."""
         self._declaration = FunctionDeclaration(
             name=self.name, description=self.description, parameters=self._schema()
         )
@@ -124,25 +132,20 @@ class FunctionTool(BaseTool):
             name: json_schema(self._hints.get(name, Any), where=f"tool {self.name!r} {name}")
             for name in self._params
         }
-        required = [n for n, p in self._params.items() if p.default is inspect.Parameter.empty]
         schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if required:
-            schema["required"] = required
+        if self._required:
+            schema["required"] = list(self._required)
         return schema
 
     def declaration(self) -> FunctionDeclaration:
         return self._declaration
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        missing = [
-            n
-            for n, p in self._params.items()
-            if p.default is inspect.Parameter.empty and n not in args
-        ]
-        if missing:
+        if not args.keys() >= self._required_set:
+            missing = [n for n in self._required if n not in args]
             return {"error": _missing_message(self.name, missing)}
         try:
-            kwargs = {k: self._structure(k, v) for k, v in args.items() if k in self._params}
+            kwargs = self._arguments(args)
         except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
             return {"error": f"Invoking `{self.name}()` failed: invalid arguments: {exc}"}
         if self._context_param is not None:
@@ -151,11 +154,17 @@ class FunctionTool(BaseTool):
             return await self.func(**kwargs)
         return await trio.to_thread.run_sync(functools.partial(self.func, **kwargs))
 
-    def _structure(self, name: str, value: Any) -> Any:
-        hint = self._hints.get(name)
-        if hint is not None and _needs_structuring(hint):
-            return _converter.structure(value, hint)
-        return value
+    def _arguments(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The declared arguments (others are dropped, R-TOOL-4), records and enums structured
+        from their JSON form."""
+        params, structured = self._params, self._structured
+        if not structured and args.keys() <= params.keys():
+            return dict(args)  # the common case: nothing to drop, nothing to structure
+        return {
+            k: _converter.structure(v, structured[k]) if k in structured else v
+            for k, v in args.items()
+            if k in params
+        }
 
 
 class LongRunningFunctionTool(FunctionTool):
