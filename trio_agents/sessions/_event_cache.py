@@ -23,7 +23,7 @@ store does not hold.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -61,6 +61,24 @@ class Fresh:
     events: list[Event]
     cursor: int
     full: bool
+
+
+Rows = list[tuple[int, Event]]
+"""(sequence number, event) rows in commit order."""
+
+
+def read_fresh(
+    revision: int, cursor: int, known: int, after: Callable[[], Rows], up_to: Callable[[], Rows]
+) -> Fresh:
+    """What a read job finds, inside one snapshot of the store: the rows ``after`` the cursor,
+    ``known`` events being cached, or the whole history (``up_to`` the cursor too) when those do
+    not add up to the session's ``revision`` (another incarnation of the session)."""
+    read = after()
+    full = cursor == 0 or known + len(read) != revision
+    if full and cursor:  # what the cache holds is not this session's: read the rest too
+        read[:0] = up_to()
+    last = read[-1][0] if read else (0 if full else cursor)
+    return Fresh([event for _, event in read], last, full)
 
 
 class EventCache:

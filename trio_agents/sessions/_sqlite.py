@@ -43,7 +43,14 @@ from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from .._util import without_cancelled
 from ._base import EventLog, GetSessionConfig, Session, SessionService
-from ._event_cache import DEFAULT_CACHED_SESSIONS, EventCache, Fresh, needs_window, windowed
+from ._event_cache import (
+    DEFAULT_CACHED_SESSIONS,
+    EventCache,
+    Fresh,
+    needs_window,
+    read_fresh,
+    windowed,
+)
 from ._sqlite_schema import connection_setup, is_busy
 
 __all__ = ["SqliteSessionService"]
@@ -344,12 +351,15 @@ def _get_since(
         row = _session_row(conn, key)
         if row is None:
             return None
-        read = _parsed(conn, _EVENTS_AFTER, (*key, cursor))
-        full = cursor == 0 or known + len(read) != row[1]
-        if full and cursor:  # what the cache holds is not this session's: read the rest too
-            read[:0] = _parsed(conn, _EVENTS_UP_TO, (*key, cursor))
-    last = read[-1][0] if read else (0 if full else cursor)
-    return row, Fresh([event for _, event in read], last, full)
+        args = (*key, cursor)
+        fresh = read_fresh(
+            row[1],
+            cursor,
+            known,
+            lambda: _parsed(conn, _EVENTS_AFTER, args),
+            lambda: _parsed(conn, _EVENTS_UP_TO, args),
+        )
+    return row, fresh
 
 
 def _parsed(conn: sqlite3.Connection, query: str, args: tuple[Any, ...]) -> list[tuple[int, Event]]:
