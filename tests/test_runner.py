@@ -176,12 +176,13 @@ async def test_emit_stamps_author_branch_and_function_call_ids() -> None:
     agent = Scripted(name="a", events=(call,))
     runner = InMemoryRunner(agent)
     sid = await new_session(runner)
-    (event,) = [e for e in await collect(runner, sid) if e.content]
+    delivered = await collect(runner, sid)
+    (event,) = [e for e in delivered if e.get_function_calls()]
     assert event.author == "a"
     (fc,) = event.get_function_calls()
     assert fc.id is not None
     assert fc.id.startswith("adk-")
-    assert (await stored_events(runner, sid))[1] == event
+    assert (await stored_events(runner, sid))[1:] == delivered  # the closing response too
 
 
 async def test_run_config_custom_metadata_is_merged_event_keys_win() -> None:
@@ -316,9 +317,9 @@ async def test_error_keeps_committed_events_and_stores_an_error_event_s_run_6() 
         async with runner.run(user_id="u", session_id=sid, new_message="hi") as events:
             async for event in events:
                 delivered.append(event)
-    assert [e.text for e in delivered] == ["one"]
+    assert [e.text for e in delivered] == ["one", None]
     stored = await stored_events(runner, sid)
-    assert stored[1] == delivered[0]
+    assert stored[1:] == delivered  # the error event is delivered, then the exception leaves
     error = stored[-1]
     assert (error.author, error.error_code, error.error_message) == ("a", "RuntimeError", "boom")
     assert error.content is None
@@ -387,10 +388,11 @@ async def test_cancel_from_another_task_closes_dangling_calls() -> None:
             async for event in events:
                 delivered.append(event)
         assert events.cancelled
-    assert [e.get_function_calls()[0].id for e in delivered] == ["c1"]
+    assert [e.get_function_calls()[0].id for e in delivered[:1]] == ["c1"]
     assert agent.finished
     assert counter.after_runs == 1
-    closing = (await stored_events(runner, sid))[-1]
+    assert (await stored_events(runner, sid))[1:] == delivered  # the closing response too
+    closing = delivered[-1]
     (response,) = closing.get_function_responses()
     assert response.id == "c1"
     assert response.name == "slow"

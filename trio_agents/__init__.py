@@ -27,6 +27,7 @@ from ._context import (
     ReadonlyContext as ReadonlyContext,
 )
 from ._errors import (
+    AgentTimeoutError as AgentTimeoutError,
     AgentTransferError as AgentTransferError,
     ArtifactNotFoundError as ArtifactNotFoundError,
     ConfigurationError as ConfigurationError,
@@ -35,6 +36,7 @@ from ._errors import (
     ModelHTTPError as ModelHTTPError,
     ModelRateLimitError as ModelRateLimitError,
     ModelResponseError as ModelResponseError,
+    ModelTimeoutError as ModelTimeoutError,
     ModelTransportError as ModelTransportError,
     PluginError as PluginError,
     SerializationError as SerializationError,
@@ -70,6 +72,7 @@ from .tools import ToolContext as ToolContext
 
 __all__ = [
     "Agent",
+    "AgentTimeoutError",
     "AgentTransferError",
     "ArtifactNotFoundError",
     "BaseAgent",
@@ -94,6 +97,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelRateLimitError",
     "ModelResponseError",
+    "ModelTimeoutError",
     "ModelTransportError",
     "ParallelAgent",
     "Part",

@@ -254,6 +254,11 @@ class InvocationContext:
         event = self._stamp(event)
         return self._send.send(event, self._on_commit if self._escalation_watchers else None)
 
+    def record_failure(self, exc: BaseException) -> None:
+        """Name this context's agent and branch as where ``exc`` failed (innermost agent wins);
+        the invocation's error event for ``exc`` carries them."""
+        self._invocation.record_failure(exc, self.agent.name, self.branch)
+
     def _on_commit(self, committed: Event) -> None:
         if committed.actions.escalate and not committed.partial:
             for watcher in self._escalation_watchers:

@@ -12,11 +12,17 @@ caller would naturally catch a builtin, the builtin is mixed in::
     │   └── SessionBusyError                                a run is already in flight
     ├── ArtifactNotFoundError(TrioAgentsError, LookupError) no such artifact version
     ├── ModelError                                          talking to a model failed
+    │   ├── ModelHTTPError                                  the provider answered an HTTP error
+    │   │   └── ModelRateLimitError                         HTTP 429 after the retries ran out
+    │   ├── ModelTransportError                             connection failed or timed out
+    │   ├── ModelResponseError                              an answer that cannot be understood
+    │   └── ModelTimeoutError                               a stream stalled past its idle limit
     ├── ToolError                                           a tool failed (cause chained)
     ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
     ├── TemplateKeyError(TrioAgentsError, KeyError)         an instruction names a missing key
     ├── AgentTransferError                                  transfer to an unknown/forbidden agent
     ├── LlmCallLimitError                                   max_llm_calls would be exceeded
+    ├── AgentTimeoutError(TrioAgentsError, TimeoutError)    an agent ran past its ``timeout``
     └── SerializationError(TrioAgentsError, ValueError)     a value that cannot become JSON
 
 Errors carry the name of the failing thing as attributes and in ``str()``.
@@ -25,6 +31,7 @@ Errors carry the name of the failing thing as attributes and in ``str()``.
 from __future__ import annotations
 
 __all__ = [
+    "AgentTimeoutError",
     "AgentTransferError",
     "ArtifactNotFoundError",
     "ConfigurationError",
@@ -33,6 +40,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelRateLimitError",
     "ModelResponseError",
+    "ModelTimeoutError",
     "ModelTransportError",
     "PluginError",
     "SerializationError",
@@ -157,6 +165,18 @@ class ModelResponseError(_ProviderError):
     """The provider's answer could not be understood (malformed JSON, missing fields)."""
 
 
+class ModelTimeoutError(_ProviderError):
+    """No response chunk arrived within ``RunConfig.model_idle_timeout``; ``seconds`` is the limit."""
+
+    def __init__(self, *, provider: str, model: str, seconds: float) -> None:
+        super().__init__(
+            f"no response for {seconds:g} s (RunConfig.model_idle_timeout)",
+            provider=provider,
+            model=model,
+        )
+        self.seconds = seconds
+
+
 class ToolError(TrioAgentsError):
     """A tool failed. ``tool_name`` and ``call_id`` name it; the cause is chained."""
 
@@ -198,6 +218,15 @@ class AgentTransferError(TrioAgentsError):
 
 class LlmCallLimitError(TrioAgentsError):
     """The invocation would exceed ``RunConfig.max_llm_calls``."""
+
+
+class AgentTimeoutError(TrioAgentsError, TimeoutError):
+    """An agent ran past its ``timeout``. ``agent`` and ``seconds`` name it and the limit."""
+
+    def __init__(self, *, agent: str, seconds: float) -> None:
+        super().__init__(f"agent {agent!r} timed out after {seconds:g} s")
+        self.agent = agent
+        self.seconds = seconds
 
 
 class SerializationError(TrioAgentsError, ValueError):

@@ -37,6 +37,11 @@ _park = trio.lowlevel.wait_task_rescheduled
 _SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
 
 
+def BARRIER(event: Event) -> None:  # noqa: N802 - a marker, named as a constant
+    """The ``watch`` of a barrier: the consumer answers it without committing or delivering
+    anything, so its sender knows that every event sent before it has been committed."""
+
+
 class Pending:
     """One emitted event on its way to the consumer, and the slot its answer goes back through.
 

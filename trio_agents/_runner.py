@@ -30,11 +30,11 @@ from ._content import Content, Part
 from ._context import InvocationContext
 from ._errors import ConfigurationError, PluginError, SessionNotFoundError
 from ._events import Event, EventActions
-from ._handoff import EmitChannel
+from ._handoff import BARRIER, EmitChannel
 from ._ids import new_invocation_id
 from ._state import check_state_delta
 from ._util import without_cancelled
-from .agents._base import FAILURE_ATTR, BaseAgent
+from .agents._base import BaseAgent
 from .agents._models import models_in_use
 from .agents._transfer import agent_to_run
 from .artifacts._memory import InMemoryArtifactService
@@ -102,6 +102,7 @@ class _Invocation:
         "agent_failure",
         "cancel_scope",
         "emitted",
+        "failure_sites",
         "invocation_id",
         "llm_calls",
         "open_calls",
@@ -130,6 +131,8 @@ class _Invocation:
         self.llm_calls = 0
         self.open_calls: dict[str, _OpenCall] = {}
         self.agent_failure: Exception | None = None
+        self.failure_sites: dict[int, tuple[BaseException, str, str | None]] = {}
+        """Where each failure happened, by ``id`` of the exception (held, so ids stay unique)."""
         self.root_ctx: InvocationContext | None = None
         self.plain = not runner.plugin_manager and not run_config.custom_metadata
         """No plugins and no custom metadata: events are committed as emitted."""
@@ -199,7 +202,25 @@ class _Invocation:
     # -- agent side: drive ------------------------------------------------------------------------
 
     async def drive(self, ctx: InvocationContext, channel: EmitChannel) -> None:
-        """Run the root agent (or a ``before_run`` short-circuit) inside the cancel scope."""
+        """Run the root agent (or a ``before_run`` short-circuit), then deliver the aftermath.
+
+        A failure does not leave this task: it is recorded as :attr:`agent_failure`, its error
+        event is committed and delivered after everything committed before it, and the run block
+        raises it once the consumer has had every event (ARCHITECTURE §2 rule 6).
+        """
+        ended = False
+        try:
+            await self._run_root(ctx)
+            ended = self.agent_failure is None and not self.cancel_scope.cancelled_caught
+        finally:  # also when a scope around the run is cancelled
+            try:
+                await self._deliver_aftermath(channel, ended)
+                if self.agent_failure is not None:
+                    await self.notify_run_error(ctx, self.agent_failure)
+            finally:  # closes without a checkpoint, so a cancellation cannot mask an error
+                channel.close_send()
+
+    async def _run_root(self, ctx: InvocationContext) -> None:
         plugins = self.runner.plugin_manager
         try:
             with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
@@ -209,11 +230,7 @@ class _Invocation:
                 else:
                     await agent_to_run(ctx.agent, self.session.events).run(ctx)
         except Exception as exc:
-            self.agent_failure = exc
-            await self.notify_run_error(ctx, exc)
-            raise
-        finally:  # closes without a checkpoint, so a cancellation cannot mask an error
-            channel.close_send()
+            self.agent_failure = exc  # reported after its error event is delivered
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         plugins = self.runner.plugin_manager
@@ -227,14 +244,52 @@ class _Invocation:
 
     # -- aftermath --------------------------------------------------------------------------------
 
-    async def seal(self, reason: str) -> None:
-        """Commit a response for every call left open, then one error event per agent failure."""
-        for event in self._closing_events(reason):
+    def _end_reason(self, ended: bool) -> str:
+        if self.agent_failure is not None:
+            return f"run failed: {type(self.agent_failure).__name__}"
+        return "run ended" if ended else "run cancelled"
+
+    async def _deliver_aftermath(self, channel: EmitChannel, ended: bool) -> None:
+        """Commit a response for every call left open, then one error event per failure, and
+        hand each to the consumer while it is there (shielded, within ``cleanup_timeout``).
+
+        A run that ended on its own has nothing in flight; a cancelled or failed one may have an
+        event still being committed, so a barrier first waits for the consumer to finish it. The
+        aftermath is stored as the Runner writes it (no ``on_event`` plugins: they may be what
+        failed), and the consumer receives exactly what was stored.
+        """
+        with trio.move_on_after(self.runner.cleanup_timeout, shield=True):
+            deliver = ended or await _barrier(channel)
+            if not (self.open_calls or self.agent_failure is not None):
+                return
+            events = [*self._closing_events(self._end_reason(ended)), *self._error_events()]
+            for event in events:
+                if not (deliver and await self._deliver(channel, event)):
+                    deliver = False
+                    await self._append_quietly(event)
+
+    async def _deliver(self, channel: EmitChannel, event: Event) -> bool:
+        """Commit ``event`` through the consumer, as any event; False if it was not stored."""
+        try:
+            await channel.send(event)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # the consumer is gone
+        except Exception:
+            logger.exception("could not commit the aftermath event of %s", self.invocation_id)
+            return False
+        return True
+
+    async def seal_quietly(self) -> None:
+        """Store closing responses for calls still open (the aftermath timed out): stored only."""
+        for event in self._closing_events(self._end_reason(False)):
             await self._append_quietly(event)
+
+    def _error_events(self) -> list[Event]:
+        events = []
         for exc in _leaves(self.agent_failure):
-            author, branch = getattr(exc, FAILURE_ATTR, (self.runner.agent.name, None))
+            _, author, branch = self.failure_sites.get(id(exc), (exc, self.runner.agent.name, None))
             code = getattr(exc, "status", None)
-            await self._append_quietly(
+            events.append(
                 Event(
                     invocation_id=self.invocation_id,
                     author=author,
@@ -243,6 +298,11 @@ class _Invocation:
                     error_message=str(exc),
                 )
             )
+        return events
+
+    def record_failure(self, exc: BaseException, agent: str, branch: str | None) -> None:
+        """Remember where ``exc`` first failed (the innermost agent), for its error event."""
+        self.failure_sites.setdefault(id(exc), (exc, agent, branch))
 
     def _closing_events(self, reason: str) -> list[Event]:
         groups: dict[tuple[str, str | None], list[Part]] = {}
@@ -261,11 +321,24 @@ class _Invocation:
             for (author, branch), parts in groups.items()
         ]
 
-    async def _append_quietly(self, event: Event) -> None:
+    async def _append_quietly(self, event: Event) -> Event | None:
         try:
-            await self.runner.session_service.append_event(self.session, event)
+            return await self.runner.session_service.append_event(self.session, event)
         except Exception:
             logger.exception("could not store the aftermath event of %s", self.invocation_id)
+            return None
+
+
+async def _barrier(channel: EmitChannel) -> bool:
+    """Wait until every event sent before now is committed; False if the consumer is gone."""
+    try:
+        await channel.send(_BARRIER_EVENT, BARRIER)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True
+
+
+_BARRIER_EVENT = Event(author="runner")
 
 
 def _leaves(exc: BaseException | None) -> Iterable[BaseException]:
@@ -331,6 +404,9 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
                 raise StopAsyncIteration from None
             inv = self._inv
             inv.emitted += 1
+            if pending.watch is BARRIER:  # the aftermath waits for the commits before it
+                pending.set(pending.event)
+                continue
             try:
                 try:
                     committed = inv.commit_nowait(pending.event)
@@ -455,17 +531,13 @@ class Runner:
         except trio.WouldBlock:
             await service.append_event(inv.session, event)
 
-    async def _finish(self, inv: _Invocation, ctx: InvocationContext) -> None:
-        reason = (inv.cancel_scope.cancelled_caught and "run cancelled") or "run ended"
-        if inv.agent_failure is not None:
-            reason = f"run failed: {type(inv.agent_failure).__name__}"
-        await inv.seal(reason)
-        if inv.agent_failure is None and self.plugin_manager:
-            try:
-                await self.plugin_manager.after_run(ctx)
-            except PluginError as exc:
-                await inv.notify_run_error(ctx, exc)  # R-PLG-8: a failing after_run is an error
-                raise
+    async def _after_run(self, inv: _Invocation, ctx: InvocationContext) -> None:
+        """R-PLG-8: ``after_run`` plugins after a run that did not fail; their failure is one."""
+        try:
+            await self.plugin_manager.after_run(ctx)
+        except PluginError as exc:
+            await inv.notify_run_error(ctx, exc)
+            raise
 
     def run_sync(
         self,
@@ -625,13 +697,18 @@ class _RunBlock:
         return bool(await lease.__aexit__(type(exc), exc, exc.__traceback__))
 
     async def _stop(self, exc: BaseException | None) -> bool:
-        """Cancel and wait for the agents, seal, and say whether ``exc`` was absorbed."""
-        inv, runner = self._inv, self._runner
-        if self._channel.sending:  # the agents still run (cancel() is not free: skip it if not)
+        """Cancel and wait for the agents, and say whether ``exc`` was absorbed.
+
+        A consumer that leaves while the agents still run gets no more events: the receive side
+        closes first, so the aftermath (closing responses, error events) is stored only.
+        """
+        inv, runner, channel = self._inv, self._runner, self._channel
+        if channel.sending:  # the agents still run (cancel() is not free: skip it if not)
             inv.cancel_scope.cancel(reason="the consumer left the run block")
+            channel.close_receive()
         try:
             tb = None if exc is None else exc.__traceback__
-            return bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
+            suppress = bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
         except BaseExceptionGroup as group:
             failure = without_cancelled(group)
             if failure is group:
@@ -640,12 +717,20 @@ class _RunBlock:
                 return False  # the body's own failure goes on as it was raised
             raise failure from failure.__cause__
         finally:
-            # Without open calls, a failure or plugins there is no aftermath to wait for.
-            if inv.open_calls or inv.agent_failure is not None or runner.plugin_manager:
-                with trio.move_on_after(runner.cleanup_timeout, shield=True):
-                    await runner._finish(inv, self._ctx)
             self._stream.close()
+            if inv.open_calls:  # the aftermath timed out, or a commit raced with its end
+                with trio.move_on_after(runner.cleanup_timeout, shield=True):
+                    await inv.seal_quietly()
+            if inv.agent_failure is None and runner.plugin_manager:
+                with trio.move_on_after(runner.cleanup_timeout, shield=True):
+                    await runner._after_run(inv, self._ctx)
             inv.root_ctx = None  # no cycle left: the invocation is freed without the cyclic GC
+        if inv.agent_failure is not None:
+            if exc is not None and not suppress:
+                exc.add_note(f"the run also failed: {inv.agent_failure!r}")
+                return False
+            raise inv.agent_failure
+        return suppress
 
 
 class InMemoryRunner(Runner):

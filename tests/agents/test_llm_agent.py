@@ -431,7 +431,8 @@ async def test_max_llm_calls_raises_before_the_call_that_would_exceed_it_r_run_1
     with pytest.raises(LlmCallLimitError, match="max_llm_calls=3"):
         await session.send(run_config=RunConfig(max_llm_calls=3))
     assert len(model.requests) == 3
-    assert kinds(session.delivered) == ["FC:lookup", "FR:lookup"] * 3
+    assert kinds(session.delivered) == [*["FC:lookup", "FR:lookup"] * 3, "E:LlmCallLimitError"]
+    assert session.delivered == await session.stored()
 
 
 async def test_the_call_budget_is_shared_by_the_agents_of_an_invocation_r_run_10() -> None:

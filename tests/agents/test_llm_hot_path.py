@@ -321,11 +321,14 @@ async def test_a_cancelled_lone_call_is_closed_by_the_runner() -> None:
     session = await Chat.start(LlmAgent(name="a", model=ScriptedModel([fc("wait")]), tools=[wait]))
     runner = session.runner
     async with runner.run(user_id="u", session_id=session.session_id, new_message="go") as run:
+        delivered = []
         async for event in run:
-            assert event.get_function_calls()
-            await started.wait()
-            run.cancel("stop")
+            delivered.append(event)
+            if event.get_function_calls():
+                await started.wait()
+                run.cancel("stop")
     stored = await session.stored()
+    assert stored == delivered
     assert kinds(stored) == ["FC:wait", "FR:wait"]
     assert dict(stored[1].get_function_responses()[0].response) == {
         "error": "cancelled",

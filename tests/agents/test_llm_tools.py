@@ -300,9 +300,10 @@ async def test_a_failing_tool_fails_the_run_after_the_call_event_r_tool_8() -> N
     session = await Chat.start(LlmAgent(name="a", model=model, tools=[boom]))
     with pytest.raises(RuntimeError, match="boom"):
         await session.send()
-    assert kinds(session.delivered) == ["FC:boom"]
+    assert kinds(session.delivered) == ["FC:boom", "FR:boom", "E:RuntimeError"]
     assert len(model.requests) == 1
     stored = await session.stored()
+    assert stored == session.delivered
     # The call is closed by the Runner (ARCHITECTURE §2 rule 7), then the error event.
     assert kinds(stored) == ["FC:boom", "FR:boom", "E:RuntimeError"]
     assert responses(stored[1]) == [
@@ -333,9 +334,15 @@ async def test_a_failure_cancels_the_siblings_and_keeps_finished_results_s_tool_
     with pytest.raises(RuntimeError, match="boom"):
         await session.send()
     assert slow_cancelled == [True]
-    assert kinds(session.delivered) == ["FC:fast,slow,boom", "FR:fast"]
+    assert kinds(session.delivered) == [
+        "FC:fast,slow,boom",
+        "FR:fast",
+        "FR:slow,boom",
+        "E:RuntimeError",
+    ]
     assert responses(session.delivered[1]) == [("fast", {"result": "fast done"})]
     stored = await session.stored()
+    assert stored == session.delivered
     assert kinds(stored) == ["FC:fast,slow,boom", "FR:fast", "FR:slow,boom", "E:RuntimeError"]
     assert stored[1].id == session.delivered[1].id
     assert len(model.requests) == 1

@@ -65,8 +65,9 @@ async def test_model_error_without_handlers_propagates_with_its_type_s_cb_10() -
     (error_call,) = plugin.seen("on_model_error")
     assert isinstance(error_call["error"], ConnectionError)
     assert log.index("p.on_model_error") < log.index("agent.on_model_error")
-    assert [entry for entry in log if entry.startswith("p.")][-2:] == [
+    assert [entry for entry in log if entry.startswith("p.")][-3:] == [
         "p.on_agent_error",
+        "p.on_event",  # the error event, delivered before the run error is reported
         "p.on_run_error",
     ]
     assert "p.after_model" not in log

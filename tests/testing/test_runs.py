@@ -194,8 +194,9 @@ async def test_collect_returns_the_error_and_the_failed_runs_history() -> None:
     result = await collect(runner, user_id="u", new_message="go", raise_errors=False)
     assert isinstance(result.error, InjectedError)
     assert result.error.agent == "bad"
-    assert [e.actions.state_delta for e in result.events] == [{"bad.0": 1}]
+    assert [e.actions.state_delta for e in result.events] == [{"bad.0": 1}, {}]
     error_event = result.session.events[-1]
+    assert result.events[-1] == error_event  # delivered as well as stored
     assert (error_event.author, error_event.error_code) == ("bad", "InjectedError")
     assert error_event.error_message == "bad failed at step 1 of run 1"
     assert result.session.state == {"bad.0": 1}

@@ -566,11 +566,12 @@ async def test_cancelling_the_parent_cancels_the_child_run() -> None:
             delivered.extend([e async for e in events])
         assert events.cancelled
     assert state == {"started": True, "cancelled": True}
-    assert kinds(delivered) == ["FC:child"]
+    assert kinds(delivered) == ["FC:child", "FR:child"]
     assert len(model_of(child).requests) == 1
     assert len(model_of(parent).requests) == 1
     stored = await session.stored()
     assert kinds(stored) == ["FC:child", "FR:child"]  # the parent's call is closed
+    assert stored == delivered
     ((name, response),) = responses(stored[1])
     assert name == "child"
     assert response["error"] == "cancelled"

@@ -323,9 +323,10 @@ async def test_cancel_closes_ordinary_calls_but_leaves_long_running_ones_open() 
     finished: list[str] = []
     session = await Chat.start(stuck_agent(approvals, finished))
     delivered = await cancel_when_stuck(session, "pay 5")
-    assert kinds(delivered) == ["FC:approve,slow_lookup"]
+    assert kinds(delivered) == ["FC:approve,slow_lookup", "FR:slow_lookup"]
     assert finished == ["x"]
     stored = await session.stored()
+    assert stored == delivered
     assert kinds(stored) == ["FC:approve,slow_lookup", "FR:slow_lookup"]
     ((name, response),) = responses(stored[1])
     assert name == "slow_lookup"

@@ -21,7 +21,6 @@ __all__ = ["BaseAgent"]
 logger = logging.getLogger("trio_agents")
 
 _AGENT_CALLBACK_PARAMS = ("callback_context",)
-FAILURE_ATTR = "_trio_agents_failed_in"
 
 
 class BaseAgent:
@@ -240,8 +239,7 @@ class BaseAgent:
         return Event(author=self.name, content=result, actions=cc.actions.freeze())
 
     async def _report_failure(self, ctx: InvocationContext, exc: Exception) -> None:
-        if not hasattr(exc, FAILURE_ATTR):
-            setattr(exc, FAILURE_ATTR, (self.name, ctx.branch))
+        ctx.record_failure(exc)
         plugins = ctx.plugin_manager
         if plugins:
             try:

@@ -127,11 +127,26 @@ class Application:
         if self.trace.running:
             problems.append(f"rule 5: {self.trace.running} scripted agents still running")
         reference = Reference(self.root, streaming=self.streaming)
-        problems += reference.feed(run.delivered)
+        problems += reference.feed(_without_aftermath(run.delivered))
         problems += _ending(reference, run)
         if run.hooks is not None:
             problems += _hook_problems(run)
         return problems
+
+
+def _without_aftermath(delivered: list[Event]) -> list[Event]:
+    """The agents' events: the Runner's closing responses and error events at the end dropped."""
+    end = len(delivered)
+    while end and _is_aftermath(delivered[end - 1]):
+        end -= 1
+    return delivered[:end]
+
+
+def _is_aftermath(event: Event) -> bool:
+    if event.content is None:
+        return bool(event.error_code) and not event.partial
+    responses = event.get_function_responses()
+    return bool(responses) and all(r.response.get("error") == "cancelled" for r in responses)
 
 
 def _walk(agent: BaseAgent) -> Iterator[BaseAgent]:

@@ -110,23 +110,19 @@ class AgentTool(BaseTool):
         config = attrs.evolve(ctx.run_config, streaming_mode=StreamingMode.NONE)
         last: Event | None = None
         pending: set[str] = set()
-        try:
-            async with runner.run(
-                user_id=parent.user_id,
-                session_id=session.id,
-                new_message=Content(role="user", parts=[Part(text=text)]),
-                run_config=config,
-            ) as events:
-                async for event in events:
-                    if event.actions.state_delta:
-                        tool_context.state.update(event.actions.state_delta)  # R-AT-5
-                    if event.content is not None or event.error_message:
-                        last = event
-                    pending |= event.long_running_tool_ids or set()
-                    pending -= {r.id for r in event.get_function_responses() if r.id}
-        except Exception as exc:
-            _forget_failure_site(exc)
-            raise
+        async with runner.run(
+            user_id=parent.user_id,
+            session_id=session.id,
+            new_message=Content(role="user", parts=[Part(text=text)]),
+            run_config=config,
+        ) as events:
+            async for event in events:
+                if event.actions.state_delta:
+                    tool_context.state.update(event.actions.state_delta)  # R-AT-5
+                if event.content is not None or event.error_message:
+                    last = event
+                pending |= event.long_running_tool_ids or set()
+                pending -= {r.id for r in event.get_function_responses() if r.id}
         return last, pending
 
     def _result(self, last: Event | None) -> Any:
@@ -141,18 +137,6 @@ class AgentTool(BaseTool):
         if schema is not None and text.strip():
             return validate_output(schema, json.loads(text), where=f"agent tool {self.name!r}")
         return {"result": text}
-
-
-def _forget_failure_site(exc: BaseException) -> None:
-    """Drop the child agent recorded as the failure site: the child's agents are not in the
-    parent's tree, so the parent's own agent is named in the parent session's error event."""
-    from ..agents._base import FAILURE_ATTR
-
-    if FAILURE_ATTR in vars(exc):
-        delattr(exc, FAILURE_ATTR)
-    if isinstance(exc, BaseExceptionGroup):
-        for member in exc.exceptions:
-            _forget_failure_site(member)
 
 
 @attrs.define
