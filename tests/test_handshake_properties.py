@@ -112,6 +112,10 @@ async def test_handshake_invariants_hold_for_random_apps(
     assert reread is not None
     stored = list(reread.events)
     _check_history(stored, probe.delivered)
+    if outcome in ("complete", "cancel"):
+        # The consumer read to the end: it received every stored event of the invocation, the
+        # aftermath (closing responses, error events) included (§2 rule 6).
+        assert stored[1:] == [e for e in probe.delivered if not e.partial]
     _check_branch_order(probe.delivered)
     # State is the fold of the stored deltas; partial deltas never applied.
     assert reread.state == _fold(stored)

@@ -28,10 +28,13 @@ def test_write_goes_to_session_state_and_delta() -> None:
     assert state["k"] == {"nested": [1]}
 
 
-def test_read_looks_in_delta_first() -> None:
-    """R-ST-1: reads check the delta, then the session state."""
-    state, _, _ = make({"k": "session", "only": 1}, {"k": "delta"})
-    assert state["k"] == "delta"
+def test_read_sees_the_latest_write_in_the_live_state() -> None:
+    """Writes land in the live state and the delta at once (R-ST-1), so the live state holds the
+    latest write of every key, whoever made it; a pending write it lacks is read from the delta.
+    (ADK reads its own delta first, which can return a value another branch has replaced.)"""
+    state, _, _ = make({"k": "later write", "only": 1}, {"k": "replaced", "pending": 2})
+    assert state["k"] == "later write"
+    assert state["pending"] == 2
     assert state["only"] == 1
     assert state.get("missing", "default") == "default"
     with pytest.raises(KeyError):
@@ -91,13 +94,13 @@ def test_iteration_len_and_contains_cover_both_layers_once() -> None:
     assert "b" in state
     assert "c" not in state
     assert 1 not in state
-    assert dict(state) == {"a": 1, "shared": 3, "b": 4}
+    assert dict(state) == {"a": 1, "shared": 2, "b": 4}
 
 
-def test_to_dict_overlays_delta_and_is_a_copy() -> None:
-    state, value, _ = make({"a": 1, "k": "old"}, {"k": "new"})
+def test_to_dict_is_the_live_state_with_pending_writes_and_is_a_copy() -> None:
+    state, value, _ = make({"a": 1, "k": "latest"}, {"k": "replaced", "b": 2})
     snapshot = state.to_dict()
-    assert snapshot == {"a": 1, "k": "new"}
+    assert snapshot == {"a": 1, "k": "latest", "b": 2}
     snapshot["a"] = 2
     assert value["a"] == 1
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._content import Content, Part
+from ._content import EMPTY, Content, Part
 from ._errors import ConfigurationError
 from ._events import Event, EventActions, replace, stamped
 from ._handoff import EmitChannel
 from ._ids import new_function_call_id
-from ._state import State, Watched, collect_mutations
+from ._state import State, Watched, WriteClock, collect_mutations
 
 if TYPE_CHECKING:
     from ._runner import RunConfig, _Invocation
@@ -54,17 +54,36 @@ class EventActionsDraft:
     requested_auth_configs: dict[str, Any] = attrs.field(factory=dict)
     watched: Watched = attrs.field(factory=dict, repr=False)
     """Containers read through this draft's state views, checked for in-place changes."""
+    times: dict[str, int] = attrs.field(factory=dict, repr=False)
+    """When each pending write was made (by the invocation's :class:`WriteClock`)."""
+    clock: WriteClock | None = attrs.field(default=None, repr=False)
 
     @property
     def state_delta(self) -> dict[str, Any]:
         """The pending state writes, including containers changed in place since read (R-ST-2)."""
         if self.watched:
-            collect_mutations(self.watched, self._state_delta)
+            for key in collect_mutations(self.watched, self._state_delta):
+                if self.clock is not None:
+                    self.times[key] = self.clock.tick(key, self._state_delta[key])
         return self._state_delta
 
-    def state_view(self, live: dict[str, Any]) -> State:
-        """A write-through :class:`State` over ``live`` that records into this draft."""
-        return State(live, self.state_delta, self.watched)
+    def state_view(self, live: dict[str, Any], clock: WriteClock | None = None) -> State:
+        """A write-through :class:`State` over ``live`` that records into this draft.
+
+        With ``clock`` (the invocation's), each write is timed, so that committing it can never
+        bring back a value that a later write replaced.
+        """
+        if clock is not None:
+            self.clock = clock
+        return State(live, self.state_delta, self.watched, self.times, self.clock)
+
+    def _carried(self, actions: EventActions, own: Mapping[str, Any] = EMPTY) -> EventActions:
+        """``actions`` (built from this draft) with the write times of its delta on the clock;
+        keys in ``own`` were set on the event itself, so they are written at commit."""
+        if self.clock is not None and self.times:
+            times = {k: t for k, t in self.times.items() if k not in own} if own else self.times
+            self.clock.carry(actions.state_delta, times)
+        return actions
 
     def is_empty(self) -> bool:
         return not (
@@ -78,6 +97,9 @@ class EventActionsDraft:
 
     def freeze(self) -> EventActions:
         """An immutable :class:`EventActions` with the current values."""
+        return self._carried(self._frozen())
+
+    def _frozen(self) -> EventActions:
         return EventActions(
             state_delta=dict(self.state_delta),
             artifact_delta=dict(self.artifact_delta),
@@ -89,6 +111,9 @@ class EventActionsDraft:
 
     def merged_into(self, actions: EventActions) -> EventActions:
         """``actions`` with this draft merged under it (the event's own values win)."""
+        return self._carried(self._merged_into(actions), actions.state_delta)
+
+    def _merged_into(self, actions: EventActions) -> EventActions:
         return EventActions(
             state_delta={**self.state_delta, **actions.state_delta},
             artifact_delta={**self.artifact_delta, **actions.artifact_delta},
@@ -199,7 +224,8 @@ class InvocationContext:
     @property
     def state(self) -> State:
         """Write-through state; writes ride on the next event this context emits (R-ST-1)."""
-        return self.actions.state_view(self._invocation.session.state)
+        inv = self._invocation
+        return self.actions.state_view(inv.session.state, inv.write_clock)
 
     # -- copies ------------------------------------------------------------------------------------
 
@@ -253,6 +279,11 @@ class InvocationContext:
             )
         event = self._stamp(event)
         return self._send.send(event, self._on_commit if self._escalation_watchers else None)
+
+    @property
+    def write_clock(self) -> WriteClock:
+        """The order of this invocation's state writes (shared by every branch)."""
+        return self._invocation.write_clock
 
     def record_failure(self, exc: BaseException) -> None:
         """Name this context's agent and branch as where ``exc`` failed (innermost agent wins);
@@ -349,7 +380,7 @@ class CallbackContext(ReadonlyContext):
 
     @property
     def state(self) -> State:
-        return self._actions.state_view(self._ctx.session.state)
+        return self._actions.state_view(self._ctx.session.state, self._ctx.write_clock)
 
     @property
     def actions(self) -> EventActionsDraft:

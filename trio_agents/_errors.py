@@ -166,7 +166,7 @@ class ModelResponseError(_ProviderError):
 
 
 class ModelTimeoutError(_ProviderError):
-    """No response chunk arrived within ``RunConfig.model_idle_timeout``; ``seconds`` is the limit."""
+    """No response chunk came within ``RunConfig.model_idle_timeout``; ``seconds`` is the limit."""
 
     def __init__(self, *, provider: str, model: str, seconds: float) -> None:
         super().__init__(

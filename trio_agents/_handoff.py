@@ -37,7 +37,7 @@ _park = trio.lowlevel.wait_task_rescheduled
 _SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
 
 
-def BARRIER(event: Event) -> None:  # noqa: N802 - a marker, named as a constant
+def BARRIER(event: Event) -> None:  # a marker: named as a constant
     """The ``watch`` of a barrier: the consumer answers it without committing or delivering
     anything, so its sender knows that every event sent before it has been committed."""
 

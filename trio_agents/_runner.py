@@ -32,7 +32,7 @@ from ._errors import ConfigurationError, PluginError, SessionNotFoundError
 from ._events import Event, EventActions
 from ._handoff import BARRIER, EmitChannel
 from ._ids import new_invocation_id
-from ._state import check_state_delta
+from ._state import WriteClock, check_state_delta
 from ._util import without_cancelled
 from .agents._base import BaseAgent
 from .agents._models import models_in_use
@@ -98,6 +98,7 @@ class _Invocation:
     """The shared state of one invocation: session, counters, open calls, cancel scope."""
 
     __slots__ = (
+        "_clock",
         "_histories",
         "agent_failure",
         "cancel_scope",
@@ -137,6 +138,7 @@ class _Invocation:
         self.plain = not runner.plugin_manager and not run_config.custom_metadata
         """No plugins and no custom metadata: events are committed as emitted."""
         self._histories: dict[tuple[str, str | None], Any] | None = None
+        self._clock: WriteClock | None = None
 
     @property
     def histories(self) -> dict[tuple[str, str | None], Any]:
@@ -144,6 +146,13 @@ class _Invocation:
         if self._histories is None:
             self._histories = self.runner._histories_of(self.session)
         return self._histories
+
+    @property
+    def write_clock(self) -> WriteClock:
+        """The order of this invocation's state writes (made when the first write needs it)."""
+        if self._clock is None:
+            self._clock = WriteClock()
+        return self._clock
 
     # -- consumer side: commit ------------------------------------------------------------------
 
@@ -153,6 +162,8 @@ class _Invocation:
             raise trio.WouldBlock
         if event.partial:
             return event
+        if event.actions.state_delta:
+            event = self._settled(event)
         committed = self.runner.session_service.append_event_nowait(self.session, event)
         if committed.content is not None:
             self._track_calls(committed)
@@ -160,12 +171,29 @@ class _Invocation:
 
     async def commit(self, event: Event) -> Event:
         """Run ``on_event`` plugins, then append ``event`` unless partial; return it as stored."""
+        clock = self._clock
+        since = clock.now if clock is not None else 0
+        if event.actions.state_delta and not event.partial:
+            event = self._settled(event)
         event = self._with_metadata(event)
         if self.runner.plugin_manager:
             event = await self._on_event(event)
         if event.partial:
             return event
-        return self._tracked(await self.runner.session_service.append_event(self.session, event))
+        committed = await self.runner.session_service.append_event(self.session, event)
+        if self._clock is not None and self._clock.now != since and event.actions.state_delta:
+            # Writes made while the event was stored are newer than its own: keep them live.
+            self._clock.restore(self.session.state, event.actions.state_delta, since)
+        return self._tracked(committed)
+
+    def _settled(self, event: Event) -> Event:
+        """``event`` without the state writes that a later write replaced (:class:`WriteClock`)."""
+        if self._clock is None:
+            return event  # no write was timed yet: nothing can have been replaced
+        kept = self._clock.settle(event.actions.state_delta)
+        if kept is None:
+            return event
+        return attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=kept))
 
     def _with_metadata(self, event: Event) -> Event:
         metadata = self.run_config.custom_metadata

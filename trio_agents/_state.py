@@ -24,6 +24,7 @@ __all__ = [
     "USER_PREFIX",
     "State",
     "Watched",
+    "WriteClock",
     "check_state_delta",
     "collect_mutations",
     "merged_state",
@@ -105,17 +106,82 @@ def _json_text(value: Any) -> str | None:
         return None
 
 
-def collect_mutations(watched: Watched, delta: dict[str, Any]) -> None:
+def collect_mutations(watched: Watched, delta: dict[str, Any]) -> list[str]:
     """Put containers mutated in place since they were read into ``delta`` (R-ST-2).
 
     A change counts only if the container still survives a JSON round trip; the delta gets that
     round-tripped copy, so later mutations of the live object cannot alter a committed event.
+    Returns the keys that changed (each is a write made now).
     """
+    changed = []
     for key, (obj, before) in watched.items():
         now = _json_text(obj)
         if now is not None and now != before:
             delta[key] = json.loads(now)
             watched[key] = (obj, now)
+            changed.append(key)
+    return changed
+
+
+class WriteClock:
+    """The order of the state writes of one invocation: the rule that keeps state monotonic.
+
+    Every write through a :class:`State` view gets a time from this clock; a value set directly
+    on an event's ``state_delta`` is written when the event is committed. The live state always
+    holds the latest write of each key. When an event is committed, a key whose write a later
+    write has already replaced is dropped from the event's delta: it would bring back an older
+    value. So the live state never goes backwards, a synchronous read-modify-write never loses
+    an update, and the stored deltas, folded in commit order, end at the live state.
+    """
+
+    __slots__ = ("_latest", "_now", "_pending", "_values")
+
+    def __init__(self) -> None:
+        self._now = 0
+        self._latest: dict[str, int] = {}
+        self._values: dict[str, Any] = {}
+        self._pending: dict[int, tuple[Mapping[str, Any], dict[str, int]]] = {}
+
+    @property
+    def now(self) -> int:
+        """The time of the latest write."""
+        return self._now
+
+    def tick(self, key: str, value: Any) -> int:
+        """Record a write of ``value`` to ``key`` now; its time."""
+        self._now += 1
+        self._latest[key] = self._now
+        self._values[key] = value
+        return self._now
+
+    def restore(self, live: dict[str, Any], delta: Mapping[str, Any], since: int) -> None:
+        """After a commit that awaited: put back in ``live`` the writes of ``delta``'s keys that
+        were made while it was being stored (the store applied the older value over them)."""
+        for key in delta:
+            if self._latest.get(key, 0) > since:
+                live[key] = self._values[key]
+
+    def carry(self, delta: Mapping[str, Any], times: Mapping[str, int]) -> None:
+        """``delta`` (an event's, about to be emitted) carries writes made at ``times``."""
+        carried = {key: t for key, t in times.items() if key in delta}
+        if carried:
+            self._pending[id(delta)] = (delta, carried)
+
+    def settle(self, delta: Mapping[str, Any]) -> dict[str, Any] | None:
+        """At commit: ``delta`` without its replaced keys, or None when it stays as it is."""
+        entry = self._pending.pop(id(delta), None)
+        times = entry[1] if entry is not None and entry[0] is delta else {}
+        latest = self._latest
+        replaced = None
+        for key in delta:
+            written = times.get(key)
+            if written is None:
+                self.tick(key, delta[key])  # set on the event itself: written now
+            elif written < latest.get(key, 0):
+                replaced = [key] if replaced is None else [*replaced, key]
+        if replaced is None:
+            return None
+        return {key: value for key, value in delta.items() if key not in replaced}
 
 
 class State(MutableMapping[str, Any]):
@@ -134,17 +200,26 @@ class State(MutableMapping[str, Any]):
     USER_PREFIX: ClassVar[str] = USER_PREFIX
     TEMP_PREFIX: ClassVar[str] = TEMP_PREFIX
 
-    __slots__ = ("_delta", "_value", "_watched")
+    __slots__ = ("_clock", "_delta", "_times", "_value", "_watched")
 
     def __init__(
-        self, value: dict[str, Any], delta: dict[str, Any], watched: Watched | None = None
+        self,
+        value: dict[str, Any],
+        delta: dict[str, Any],
+        watched: Watched | None = None,
+        times: dict[str, int] | None = None,
+        clock: WriteClock | None = None,
     ) -> None:
         self._value = value
         self._delta = delta
         self._watched = watched
+        self._times = times
+        self._clock = clock
 
     def __getitem__(self, key: str) -> Any:
-        value = self._value[key] if key not in self._delta else self._delta[key]
+        # The live state holds the latest write by anyone (WriteClock); the delta only a key the
+        # live state lacks (a view over a snapshot).
+        value = self._value[key] if key in self._value else self._delta[key]
         if self._watched is not None and isinstance(value, (dict, list)):
             self._watch(key, value)
         return value
@@ -162,6 +237,11 @@ class State(MutableMapping[str, Any]):
         check_json_value(value, f"state[{key!r}]")
         self._value[key] = value
         self._delta[key] = value
+        self._stamp(key)
+
+    def _stamp(self, key: str) -> None:
+        if self._clock is not None and self._times is not None:
+            self._times[key] = self._clock.tick(key, self._value.get(key, self._delta.get(key)))
 
     def __delitem__(self, key: str) -> None:
         raise TypeError(f"state keys cannot be deleted (key {key!r}); assign None instead")
@@ -184,9 +264,10 @@ class State(MutableMapping[str, Any]):
     def has_delta(self) -> bool:
         """True when this view has pending writes (in-place container changes included)."""
         if self._watched:
-            collect_mutations(self._watched, self._delta)
+            for key in collect_mutations(self._watched, self._delta):
+                self._stamp(key)
         return bool(self._delta)
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict of the merged view (session state overlaid by pending writes)."""
-        return {**self._value, **self._delta}
+        """A plain dict of the merged view (the live state, which holds every pending write)."""
+        return {**self._delta, **self._value}

@@ -241,6 +241,9 @@ async def test_a_failing_plain_run_is_500_with_the_error(
     assert data["detail"] == "ValueError: the agent broke"
     assert data["error"] == {"type": "ValueError", "message": "the agent broke"}
     assert data["invocationId"].startswith("e-")
+    stored = await apps.stored("failing")
+    assert [e["id"] for e in data["events"]] == [e.id for e in stored[1:]]
+    assert data["events"][-1]["errorCode"] == "ValueError"  # the error event is in the list
 
 
 # -- cancel route --------------------------------------------------------------------------------

@@ -306,14 +306,41 @@ def _has_actions(actions: EventActionsDraft) -> bool:
 
 
 def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:
-    """R-EV-7: deep-merge in call order; a later non-None scalar wins."""
-    _deep_merge(into.state_delta, actions.state_delta)
+    """R-EV-7: deep-merge in call order; a later non-None scalar wins. A merged key carries its
+    latest write time, so the merge stands for the latest of the writes it combines."""
+    _merge_state(into, actions)
     into.artifact_delta.update(actions.artifact_delta)
     _deep_merge(into.requested_auth_configs, actions.requested_auth_configs)
     for name in ("transfer_to_agent", "escalate", "skip_summarization"):
         value = getattr(actions, name)
         if value is not None:
             setattr(into, name, value)
+
+
+def _merge_state(into: EventActionsDraft, actions: EventActionsDraft) -> None:
+    """Merge one call's state writes: per key, the later write wins (its dict merged over the
+    earlier one's), so the merged event stands for the latest write of each key it carries."""
+    if actions.clock is None or not into.times:
+        _deep_merge(into.state_delta, actions.state_delta)
+    else:
+        delta = into.state_delta
+        for key, value in actions.state_delta.items():
+            if into.times.get(key, 0) > actions.times.get(key, 0):  # ours is the later write
+                _deep_merge(delta, {key: _merged_under(value, delta[key])})
+            else:
+                _deep_merge(delta, {key: value})
+    if actions.clock is not None:
+        into.clock = actions.clock
+        for key, time in actions.times.items():
+            into.times[key] = max(time, into.times.get(key, 0))
+
+
+def _merged_under(earlier: Any, later: Any) -> Any:
+    if isinstance(earlier, dict) and isinstance(later, dict):
+        merged = dict(earlier)
+        _deep_merge(merged, later)
+        return merged
+    return later
 
 
 def _deep_merge(into: dict[str, Any], other: dict[str, Any]) -> None:

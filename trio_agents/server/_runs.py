@@ -388,6 +388,7 @@ class _JsonCollector:
             data = json.loads(terminal.data)
             error = data["error"]
             body = {"detail": f"{error['type']}: {error['message']}", **data}
+            body["events"] = [json.loads(event) for event in self.events]  # the error event too
             return json_response(body, 500, headers=headers)
         text = "[" + ",".join(self.events) + "]"
         return Response(text.encode(), media_type="application/json", headers=headers)

@@ -80,7 +80,9 @@ class FunctionTool(BaseTool):
     A parameter annotated with :class:`ToolContext` (or named ``tool_context``) receives the
     call's context and is not declared. Sync functions run in a worker thread
     (``trio.to_thread.run_sync``, under Trio's default thread limiter) so they never block the
-    event loop.
+    event loop, except those that take a :class:`ToolContext`: they run on the Trio thread, so
+    a read-modify-write of ``tool_context.state`` is atomic with respect to every other branch
+    (make such a tool ``async``, or keep its blocking work out of it, if it is slow).
     """
 
     def __init__(
@@ -152,6 +154,11 @@ class FunctionTool(BaseTool):
             kwargs[self._context_param] = tool_context
         if self._is_async:
             return await self.func(**kwargs)
+        if self._context_param is not None:
+            # On the Trio thread: its state reads and writes are atomic with respect to every
+            # other branch (a worker thread could interleave between a read and its write).
+            await trio.lowlevel.checkpoint()
+            return self.func(**kwargs)
         return await trio.to_thread.run_sync(functools.partial(self.func, **kwargs))
 
     def _arguments(self, args: dict[str, Any]) -> dict[str, Any]:
