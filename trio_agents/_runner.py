@@ -33,7 +33,7 @@ from ._events import Event, EventActions
 from ._handoff import BARRIER, EmitChannel
 from ._ids import new_invocation_id
 from ._state import WriteClock, check_state_delta
-from ._util import without_cancelled
+from ._util import check_timeout, without_cancelled
 from .agents._base import BaseAgent
 from .agents._models import models_in_use
 from .agents._transfer import agent_to_run
@@ -71,6 +71,10 @@ def _check_max_llm_calls(instance: object, attribute: object, value: int) -> Non
         logger.warning("max_llm_calls=%d: the number of model calls is not limited", value)
 
 
+def _check_idle_timeout(instance: object, attribute: object, value: float | None) -> None:
+    check_timeout(value, "RunConfig.model_idle_timeout")
+
+
 @attrs.frozen(kw_only=True)
 class RunConfig:
     """Per-run settings."""
@@ -82,6 +86,9 @@ class RunConfig:
     """Merged into every event's ``custom_metadata`` (the event's own keys win)."""
     get_session_config: GetSessionConfig | None = None
     """Which history the invocation loads (R-ST-8)."""
+    model_idle_timeout: float | None = attrs.field(default=None, validator=_check_idle_timeout)
+    """Seconds a model may go without sending anything (a whole answer without streaming, the
+    next chunk with it) before :class:`~trio_agents.ModelTimeoutError`; None waits forever."""
 
 
 _DEFAULT_RUN_CONFIG = RunConfig()  # frozen: one shared instance serves every run without one

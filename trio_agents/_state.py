@@ -24,7 +24,6 @@ __all__ = [
     "USER_PREFIX",
     "State",
     "Watched",
-    "WriteClock",
     "check_state_delta",
     "collect_mutations",
     "merged_state",

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import math
+
 import trio
 
-__all__ = ["without_cancelled"]
+from ._errors import ConfigurationError
+
+__all__ = ["check_timeout", "without_cancelled"]
+
+
+def check_timeout(value: object, field: str) -> float | None:
+    """``value`` as a deadline in seconds: None, or a finite number > 0.
+
+    Raises:
+        ConfigurationError: naming ``field`` and the value (a bool, a string, zero, negative,
+            NaN or infinity).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(
+            f"{field} must be a number of seconds or None, got {type(value).__name__} {value!r}"
+        )
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigurationError(f"{field} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def without_cancelled(group: BaseExceptionGroup[BaseException]) -> BaseException:

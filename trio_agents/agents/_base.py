@@ -13,8 +13,9 @@ import trio
 from .._callbacks import CallbackSpec, callback_chain, run_callback_chain
 from .._content import Content
 from .._context import CallbackContext, InvocationContext
-from .._errors import ConfigurationError, PluginError
+from .._errors import AgentTimeoutError, ConfigurationError, PluginError
 from .._events import Event
+from .._util import check_timeout
 
 __all__ = ["BaseAgent"]
 
@@ -35,6 +36,9 @@ class BaseAgent:
 
     Run sub-agents with ``await sub.run(ctx)``. Subclasses may declare extra fields as annotated
     class attributes and receive them as keyword arguments, as with ADK's pydantic agents.
+    ``timeout`` (seconds) bounds one run of the agent as a Trio cancel scope: past it the agent
+    is cancelled, its open calls are closed as on cancel, and the run fails with
+    :class:`~trio_agents.AgentTimeoutError` (in a ``ParallelAgent``, that branch fails).
     """
 
     _base_fields: ClassVar[frozenset[str]] = frozenset()
@@ -47,11 +51,15 @@ class BaseAgent:
         sub_agents: Iterable[BaseAgent] = (),
         before_agent_callback: CallbackSpec = None,
         after_agent_callback: CallbackSpec = None,
+        timeout: float | None = None,
         **fields: Any,
     ) -> None:
         _check_name(name)
         self.name = name
         self.description = description
+        self.timeout = check_timeout(timeout, f"agent {name!r}: timeout")
+        """Seconds this agent may run (callbacks included), or None; past it the agent's scope
+        is cancelled and the run fails with :class:`~trio_agents.AgentTimeoutError`."""
         self.parent_agent: BaseAgent | None = None
         self.before_agent_callback = before_agent_callback
         self.after_agent_callback = after_agent_callback
@@ -153,6 +161,16 @@ class BaseAgent:
 
     async def _run_once(self, parent_ctx: InvocationContext) -> BaseAgent | None:
         ctx = parent_ctx.for_agent(self)
+        if self.timeout is None:
+            return await self._run_steps(ctx)
+        with trio.move_on_after(self.timeout):
+            return await self._run_steps(ctx)
+        # Only reached when the deadline cancelled the steps (their cleanup has run).
+        error = AgentTimeoutError(agent=self.name, seconds=self.timeout)
+        await self._report_failure(ctx, error)
+        raise error
+
+    async def _run_steps(self, ctx: InvocationContext) -> BaseAgent | None:
         if await self._before(ctx):
             return None
         try:

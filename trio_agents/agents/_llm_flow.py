@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from .._callbacks import run_callback_chain
 from .._content import Content
 from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
-from .._errors import LlmCallLimitError
+from .._errors import LlmCallLimitError, ModelTimeoutError
 from .._events import Event, replace
 from .._ids import new_function_call_id
 from .._runner import StreamingMode
-from ..models._base import LlmRequest, LlmResponse
+from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
 from ._instructions import inject_session_state
@@ -255,20 +257,44 @@ async def _generate(
     agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext | None, request: LlmRequest
 ) -> LlmResponse | None:
     model = agent.canonical_model
+    idle = ctx.run_config.model_idle_timeout
     if ctx.run_config.streaming_mode is not StreamingMode.SSE:
-        response = await model.generate(request)
+        if idle is None:
+            response = await model.generate(request)
+        else:
+            response = await _generate_within(model, request, idle)
         return response if cc is None else await _after_model(agent, ctx, cc, response)
+    deadline = math.inf if idle is None else trio.current_time() + idle
     final: LlmResponse | None = None
-    async with model.stream(request) as chunks:
-        async for chunk in chunks:
-            if cc is not None:
-                chunk = await _after_model(agent, ctx, cc, chunk)
-            if chunk.partial:
-                await ctx.emit(_partial_event(agent, chunk))
-                final = None
-            else:
-                final = chunk
+    with trio.CancelScope(deadline=deadline) as waiting:
+        async with model.stream(request) as chunks:
+            async for chunk in chunks:
+                waiting.deadline = math.inf  # our own work and the consumer are not the model
+                if cc is not None:
+                    chunk = await _after_model(agent, ctx, cc, chunk)
+                if chunk.partial:
+                    await ctx.emit(_partial_event(agent, chunk))
+                    final = None
+                else:
+                    final = chunk
+                if idle is not None:
+                    waiting.deadline = trio.current_time() + idle
+    if waiting.cancelled_caught:
+        raise _stalled(model, idle)
     return final
+
+
+async def _generate_within(model: Model, request: LlmRequest, idle: float) -> LlmResponse:
+    with trio.move_on_after(idle):
+        return await model.generate(request)
+    raise _stalled(model, idle)
+
+
+def _stalled(model: Model, idle: float | None) -> ModelTimeoutError:
+    provider = getattr(model, "provider", None) or type(model).__name__
+    return ModelTimeoutError(
+        provider=str(provider), model=model.model or type(model).__name__, seconds=idle or 0.0
+    )
 
 
 async def _after_model(

@@ -96,7 +96,7 @@ async def _run_call(
     if ctx.plugin_manager or _has_tool_hooks(agent):
         result = await _invoke(agent, ctx, tool, args, tool_context)
     else:  # nothing to consult: the tool alone
-        result = await tool.run_async(args=args, tool_context=tool_context)
+        result = await call_tool(tool, args, tool_context)
     if tool.is_long_running and not result:
         return  # R-TOOL-2.5: no response part yet
     results[index] = (_normalized(result, tool, call), tool_context.actions)
@@ -135,12 +135,22 @@ async def _run_tool(
     tool_context: ToolContext,
 ) -> Any:
     try:
-        return await tool.run_async(args=args, tool_context=tool_context)
+        return await call_tool(tool, args, tool_context)
     except Exception as exc:
         recovered = await _on_tool_error(agent, ctx, tool, args, tool_context, exc)
         if recovered is None:
             raise
         return recovered
+
+
+async def call_tool(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> Any:
+    """Run ``tool`` once, within its ``timeout``: past it, the call is cancelled and its result
+    is a structured error the model can act on (the run goes on)."""
+    if tool.timeout is None:
+        return await tool.run_async(args=args, tool_context=tool_context)
+    with trio.move_on_after(tool.timeout):
+        return await tool.run_async(args=args, tool_context=tool_context)
+    return {"error": "timeout", "tool": tool.name, "seconds": tool.timeout}
 
 
 async def _before_tool(

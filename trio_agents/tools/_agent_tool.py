@@ -31,9 +31,14 @@ class AgentTool(BaseTool):
     """Wraps ``agent`` as a tool. ``skip_summarization`` makes its answer the final response."""
 
     def __init__(
-        self, agent: BaseAgent, *, skip_summarization: bool = False, include_plugins: bool = True
+        self,
+        agent: BaseAgent,
+        *,
+        skip_summarization: bool = False,
+        include_plugins: bool = True,
+        timeout: float | None = None,
     ) -> None:
-        super().__init__(name=agent.name, description=agent.description)
+        super().__init__(name=agent.name, description=agent.description, timeout=timeout)
         self.agent = agent
         self.skip_summarization = skip_summarization
         self.include_plugins = include_plugins

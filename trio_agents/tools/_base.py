@@ -6,6 +6,7 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 from .._context import CallbackContext, EventActionsDraft, InvocationContext
+from .._util import check_timeout
 
 if TYPE_CHECKING:
     from ..models._base import FunctionDeclaration, LlmRequest
@@ -40,10 +41,20 @@ class BaseTool(abc.ABC):
     marks tools whose answer may come later (R-LRO).
     """
 
-    def __init__(self, *, name: str, description: str = "", is_long_running: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str = "",
+        is_long_running: bool = False,
+        timeout: float | None = None,
+    ) -> None:
         self.name = name
         self.description = description
         self.is_long_running = is_long_running
+        self.timeout = check_timeout(timeout, f"tool {name!r}: timeout")
+        """Seconds one call may take, or None. Past it the call is cancelled and the model gets
+        ``{"error": "timeout", "tool": name, "seconds": timeout}`` as the tool's response."""
 
     def declaration(self) -> FunctionDeclaration | None:
         """How the model sees this tool, or None for tools that only edit the request."""

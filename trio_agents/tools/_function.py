@@ -92,6 +92,7 @@ class FunctionTool(BaseTool):
         name: str | None = None,
         description: str | None = None,
         is_long_running: bool = False,
+        timeout: float | None = None,
     ) -> None:
         if not callable(func):
             raise ConfigurationError(f"FunctionTool needs a callable, got {func!r}")
@@ -100,6 +101,7 @@ class FunctionTool(BaseTool):
             name=tool_name,
             description=description if description is not None else inspect.getdoc(func) or "",
             is_long_running=is_long_running,
+            timeout=timeout,
         )
         self.func = func
         self._is_async = inspect.iscoroutinefunction(func)
