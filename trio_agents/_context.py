@@ -1,9 +1,9 @@
 """Invocation, callback and read-only contexts, and the agent side of the handshake.
 
 An agent hands an event to the Runner with ``await ctx.emit(event)``: the event travels over the
-invocation's zero-buffer emit channel (:mod:`trio_agents._handoff`); the Runner commits it, hands
-it to the consumer and answers the sender; ``emit`` returns the committed event. One event is in
-flight per producer, and a producer resumes only after its event is committed (ARCHITECTURE §2).
+invocation's zero-buffer emit channel (:mod:`trio_agents._emit_channel`); the Runner commits it,
+hands it to the consumer and answers the sender; ``emit`` returns the committed event. One event
+is in flight per producer, and a producer resumes only after its event is committed.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._content import EMPTY, Content, Part
+from ._emit_channel import EmitChannel
 from ._errors import ConfigurationError
 from ._events import Event, EventActions, replace, stamped
-from ._handoff import EmitChannel
 from ._ids import new_function_call_id
 from ._state import State, Watched, WriteClock, collect_mutations
 
 if TYPE_CHECKING:
-    from ._runner import RunConfig, _Invocation
+    from ._config import RunConfig
+    from ._invocation import Invocation
     from .agents._base import BaseAgent
     from .memory import SearchMemoryResponse
     from .plugins._manager import PluginManager
@@ -154,7 +155,7 @@ class InvocationContext:
     def __init__(
         self,
         *,
-        invocation: _Invocation,
+        invocation: Invocation,
         agent: BaseAgent,
         send: EmitChannel,
         branch: str | None = None,
@@ -174,42 +175,72 @@ class InvocationContext:
 
     @property
     def invocation_id(self) -> str:
+        """The id of the invocation (every event it commits carries it)."""
         return self._invocation.invocation_id
 
     @property
     def session(self) -> Session:
+        """The live session: history and state as committed so far, plus pending writes."""
         return self._invocation.session
 
     @property
     def app_name(self) -> str:
+        """The app the session belongs to."""
         return self._invocation.session.app_name
 
     @property
     def user_id(self) -> str:
+        """The user the session belongs to."""
         return self._invocation.session.user_id
 
     @property
     def user_content(self) -> Content | None:
+        """The user message that started the invocation (after ``on_user_message`` plugins)."""
         return self._invocation.user_content
 
     @property
     def run_config(self) -> RunConfig:
+        """The settings of this run."""
         return self._invocation.run_config
 
     @property
     def session_service(self) -> SessionService:
+        """The Runner's session service."""
         return self._invocation.runner.session_service
 
     @property
     def artifact_service(self) -> Any:
+        """The Runner's artifact service, or None."""
         return self._invocation.runner.artifact_service
 
     @property
     def memory_service(self) -> Any:
+        """The Runner's memory service, or None."""
         return self._invocation.runner.memory_service
 
     @property
+    def cleanup_timeout(self) -> float:
+        """Seconds that shielded clean-up (after-callbacks on cancellation, hooks) may take."""
+        return self._invocation.runner.cleanup_timeout
+
+    @property
+    def events_emitted(self) -> int:
+        """How many events the invocation has committed so far (partial ones included)."""
+        return self._invocation.emitted
+
+    @property
+    def run_cancelled(self) -> bool:
+        """Whether the invocation's run was cancelled (``cancel()``, the consumer leaving)."""
+        return self._invocation.cancel_scope.cancelled_caught
+
+    def increment_llm_call_count(self) -> None:
+        """Count one model call of the running agent; raises
+        :class:`~trio_agents.LlmCallLimitError` when ``RunConfig.max_llm_calls`` is reached."""
+        self._invocation.count_llm_call(self.agent.name)
+
+    @property
     def plugin_manager(self) -> PluginManager:
+        """The Runner's plugins (falsy when there are none)."""
         return self._invocation.runner.plugin_manager
 
     # -- pending writes ----------------------------------------------------------------------------

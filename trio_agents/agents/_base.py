@@ -240,7 +240,7 @@ class BaseAgent:
         if not (plugins or self._after_chain):
             return
         cc = CallbackContext(ctx)
-        with trio.move_on_after(ctx._invocation.runner.cleanup_timeout, shield=True):
+        with trio.move_on_after(ctx.cleanup_timeout, shield=True):
             try:
                 if plugins:
                     await plugins.after_agent(self, cc)
@@ -262,7 +262,7 @@ class BaseAgent:
         if plugins:
             try:
                 # Shielded: a cancellation arriving now must not replace the error.
-                with trio.move_on_after(ctx._invocation.runner.cleanup_timeout, shield=True):
+                with trio.move_on_after(ctx.cleanup_timeout, shield=True):
                     await plugins.on_agent_error(self, CallbackContext(ctx), exc)
             except PluginError as hook_failure:
                 exc.add_note(f"also: {hook_failure} ({hook_failure.__cause__!r})")

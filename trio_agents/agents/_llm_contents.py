@@ -7,7 +7,9 @@ step does not grow with the length of the conversation.
 
 from __future__ import annotations
 
+import collections
 import json
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ from .._events import Event
 
 if TYPE_CHECKING:
     from .._context import InvocationContext
+    from ._base import BaseAgent
 
 __all__ = ["branch_visible", "history_for"]
 
@@ -165,12 +168,31 @@ def _as_context(event: Event, content: Content) -> Content:
     return Content(role="user", parts=[Part(text=line) for line in lines])
 
 
+HISTORY_CACHE_SIZE = 1024
+"""How many (session, branch) histories one LLM agent keeps between invocations (LRU)."""
+
+HistoryCache = collections.OrderedDict[tuple[str, str, str, str | None], History]
+_CACHES: weakref.WeakKeyDictionary[BaseAgent, HistoryCache] = weakref.WeakKeyDictionary()
+
+
 def history_for(ctx: InvocationContext) -> History:
-    """The (cached) history of the running agent on its branch, brought up to date."""
-    cache = ctx._invocation.histories
-    key = (ctx.agent.name, ctx.branch)
-    history = cache.get(key)
+    """The (cached) history of the running agent on its branch, brought up to date.
+
+    Each LLM agent keeps the histories of its most recent sessions, so a new turn converts only
+    the events committed since the last one; a history that does not match the session's events
+    (another store, a recreated session) starts over (:meth:`History.update`).
+    """
+    agent = ctx.agent
+    cache = _CACHES.get(agent)
+    if cache is None:
+        cache = _CACHES[agent] = collections.OrderedDict()
+    session = ctx.session
+    key = (session.app_name, session.user_id, session.id, ctx.branch)
+    history = cache.pop(key, None)
     if history is None:
-        history = cache[key] = History(ctx.agent.name, ctx.branch)
-    history.update(ctx.session.events)
+        history = History(agent.name, ctx.branch)
+    cache[key] = history
+    if len(cache) > HISTORY_CACHE_SIZE:
+        cache.popitem(last=False)
+    history.update(session.events)
     return history

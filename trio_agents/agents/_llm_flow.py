@@ -17,12 +17,12 @@ import attrs
 import trio
 
 from .._callbacks import run_callback_chain
+from .._config import StreamingMode
 from .._content import Content
 from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
-from .._errors import LlmCallLimitError, ModelTimeoutError
+from .._errors import ModelTimeoutError
 from .._events import Event, replace
 from .._ids import new_function_call_id
-from .._runner import StreamingMode
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
@@ -199,7 +199,7 @@ async def _call_model(
         override = await _before_model(agent, ctx, cc, request)
         if override is not None:
             return override  # used as is: no after-model (R-LLM-4)
-    _count_call(ctx)
+    ctx.increment_llm_call_count()
     try:
         return await _generate(agent, ctx, cc, request)
     except Exception as exc:
@@ -240,17 +240,6 @@ async def _on_model_error(
             error=error,
         )
     return None if recovered is None else _checked_response(recovered, agent)
-
-
-def _count_call(ctx: InvocationContext) -> None:
-    invocation = ctx._invocation
-    limit = invocation.run_config.max_llm_calls
-    if limit > 0 and invocation.llm_calls >= limit:
-        raise LlmCallLimitError(
-            f"max_llm_calls={limit} reached: agent {ctx.agent.name!r} would make call "
-            f"{invocation.llm_calls + 1} in invocation {invocation.invocation_id}"
-        )
-    invocation.llm_calls += 1
 
 
 async def _generate(

@@ -37,11 +37,11 @@ class LoopAgent(BaseAgent):
         looped = ctx.watching_escalation(on_escalate)
         done = 0
         while limit is None or done < limit:
-            before = ctx._invocation.emitted
+            before = ctx.events_emitted
             for agent in self.sub_agents:
                 await agent.run(looped)
                 if escalated:
                     return
-            if ctx._invocation.emitted == before:
+            if ctx.events_emitted == before:
                 await trio.lowlevel.checkpoint()  # a pass that emitted nothing still yields
             done += 1

@@ -433,9 +433,7 @@ class MetricsPlugin(BasePlugin):
 
 def _interrupted(ctx: InvocationContext) -> bool:
     """Whether the invocation's run was cancelled before it finished."""
-    invocation = getattr(ctx, "_invocation", None)
-    scope = getattr(invocation, "cancel_scope", None)
-    return bool(getattr(scope, "cancelled_caught", False))
+    return bool(getattr(ctx, "run_cancelled", False))
 
 
 def _bump(table: dict[Any, int], key: Any, by: int = 1) -> None:

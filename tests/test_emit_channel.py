@@ -1,4 +1,4 @@
-"""The emit channel (trio_agents._handoff): the zero-buffer round trip under ARCHITECTURE §2.
+"""The emit channel (trio_agents._emit_channel): the zero-buffer round trip under ARCHITECTURE §2.
 
 Rules checked: senders are served in arrival order; a sender resumes only with its answer; a
 sender cancelled before the consumer took its event withdraws it (it is never received); one
@@ -15,7 +15,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from trio_agents import Event
-from trio_agents._handoff import EmitChannel, Pending
+from trio_agents._emit_channel import EmitChannel, Pending
 
 
 def _event(text: str) -> Event:

@@ -1,0 +1,202 @@
+"""``async with runner.run(...)``: the lifecycle of one invocation, from lease to aftermath."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._aftermath import abandoned_call_events
+from ._context import InvocationContext
+from ._emit_channel import EmitChannel
+from ._errors import PluginError, SessionNotFoundError
+from ._events import Event, EventActions
+from ._invocation import Invocation
+from ._messages import answered_invocation
+from ._run_stream import RunStream
+from ._util import without_cancelled
+from .sessions._base import Session, SessionService
+
+if TYPE_CHECKING:
+    from ._config import RunConfig
+    from ._content import Content
+    from ._runner import Runner
+
+__all__ = ["RunBlock"]
+
+
+class RunBlock:
+    """``async with runner.run(...) as stream``: one invocation, start to aftermath.
+
+    The invocation's lifecycle, in order. Entering takes the session's lease, loads the session,
+    closes the calls a dead invocation left open, commits the user message and starts the root
+    agent's task (:meth:`Invocation.drive`) in the invocation's nursery; leaving cancels whatever
+    still runs, waits for it, runs ``after_run`` plugins after a run that did not fail, raises
+    the run's failure and gives the lease back. A plain class rather than stacked
+    ``asynccontextmanager`` generators: one object per run, no async generator frames to keep
+    alive while a run is in flight.
+    """
+
+    __slots__ = (
+        "_channel",
+        "_ctx",
+        "_inv",
+        "_lease",
+        "_message",
+        "_nursery",
+        "_run_config",
+        "_runner",
+        "_session_id",
+        "_state_delta",
+        "_stream",
+        "_user_id",
+    )
+
+    def __init__(
+        self,
+        runner: Runner,
+        user_id: str,
+        session_id: str,
+        message: Content,
+        state_delta: Mapping[str, Any] | None,
+        run_config: RunConfig,
+    ) -> None:
+        self._runner = runner
+        self._user_id = user_id
+        self._session_id = session_id
+        self._message = message
+        self._state_delta = state_delta
+        self._run_config = run_config
+
+    async def __aenter__(self) -> RunStream:
+        runner = self._runner
+        lease = runner.session_service.lease(
+            app_name=runner.app_name,
+            user_id=self._user_id,
+            session_id=self._session_id,
+            wait=runner.concurrent_runs == "queue",
+        )
+        await lease.__aenter__()
+        try:
+            stream = await self._start()
+        except BaseException as exc:  # give the lease back, then let the failure through
+            await lease.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._lease = lease
+        return stream
+
+    async def _start(self) -> RunStream:
+        runner = self._runner
+        session = await _read_session(
+            runner.session_service,
+            app_name=runner.app_name,
+            user_id=self._user_id,
+            session_id=self._session_id,
+            config=self._run_config.get_session_config,
+        )
+        if session is None:
+            raise SessionNotFoundError(self._session_id)
+        for event in abandoned_call_events(session.events):
+            await runner.session_service.append_event(session, event)
+        answered = answered_invocation(self._message, session)
+        inv = self._inv = Invocation(runner, session, self._run_config, answered)
+        channel = EmitChannel()
+        ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=channel)
+        inv.root_ctx = ctx
+        await self._append_user_event(inv, ctx)
+        self._channel = channel
+        self._stream = stream = RunStream(inv, channel)
+        self._nursery = trio.open_nursery()
+        nursery = await self._nursery.__aenter__()
+        nursery.start_soon(inv.drive, ctx, channel)
+        return stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        lease = self._lease
+        try:
+            suppress = await self._stop(exc)
+        except BaseException as error:  # the lease sees what leaves the run, as with `async with`
+            if not await lease.__aexit__(type(error), error, error.__traceback__):
+                raise
+            return True
+        if suppress or exc is None:
+            await lease.__aexit__(None, None, None)
+            return suppress
+        return bool(await lease.__aexit__(type(exc), exc, exc.__traceback__))
+
+    async def _stop(self, exc: BaseException | None) -> bool:
+        """Cancel and wait for the agents, and say whether ``exc`` was absorbed.
+
+        A consumer that leaves while the agents still run gets no more events: the receive side
+        closes first, so the aftermath (closing responses, error events) is stored only.
+        """
+        inv, runner, channel = self._inv, self._runner, self._channel
+        if channel.sending:  # the agents still run (cancel() is not free: skip it if not)
+            inv.cancel_scope.cancel(reason="the consumer left the run block")
+            channel.close_receive()
+        try:
+            tb = None if exc is None else exc.__traceback__
+            suppress = bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
+        except BaseExceptionGroup as group:
+            failure = without_cancelled(group)
+            if failure is group:
+                raise
+            if failure is exc:
+                return False  # the body's own failure goes on as it was raised
+            raise failure from failure.__cause__
+        finally:
+            self._stream.close()
+            if inv.open_calls:  # the aftermath timed out, or a commit raced with its end
+                with trio.move_on_after(runner.cleanup_timeout, shield=True):
+                    await inv.seal_quietly()
+            if inv.agent_failure is None and runner.plugin_manager:
+                with trio.move_on_after(runner.cleanup_timeout, shield=True):
+                    await self._after_run(inv)
+            inv.root_ctx = None  # no cycle left: the invocation is freed without the cyclic GC
+        if inv.agent_failure is not None:
+            if exc is not None and not suppress:
+                exc.add_note(f"the run also failed: {inv.agent_failure!r}")
+                return False
+            raise inv.agent_failure
+        return suppress
+
+    async def _append_user_event(self, inv: Invocation, ctx: InvocationContext) -> None:
+        message = self._message
+        plugins = self._runner.plugin_manager
+        if plugins:
+            message = await plugins.on_user_message(ctx, message) or message
+        inv.user_content = message
+        event = Event(
+            invocation_id=inv.invocation_id,
+            author="user",
+            content=message,
+            actions=EventActions(state_delta=self._state_delta or {}),
+        )
+        service = self._runner.session_service
+        try:  # the lease was the run's checkpoint: an in-memory store commits without another
+            service.append_event_nowait(inv.session, event)
+        except trio.WouldBlock:
+            await service.append_event(inv.session, event)
+
+    async def _after_run(self, inv: Invocation) -> None:
+        """R-PLG-8: ``after_run`` plugins after a run that did not fail; their failure is one."""
+        try:
+            await self._runner.plugin_manager.after_run(self._ctx)
+        except PluginError as exc:
+            await inv.notify_run_error(self._ctx, exc)
+            raise
+
+
+async def _read_session(service: SessionService, **where: Any) -> Session | None:
+    """The session to run on, read without another checkpoint when the store allows it."""
+    try:
+        return service.get_session_nowait(**where)
+    except trio.WouldBlock:
+        return await service.get_session(**where)
