@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._runner import Runner
     from .sessions._base import Session
 
-__all__ = ["Invocation"]
+__all__: list[str] = []  # internal: the run block and contexts use Invocation
 
 logger = logging.getLogger("trio_agents")
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._content import Content
     from ._runner import Runner
 
-__all__ = ["RunBlock"]
+__all__: list[str] = []  # internal: Runner.run() returns a RunBlock
 
 
 class RunBlock:
