@@ -9,7 +9,9 @@ Doubles and reproducible runs:
 * :class:`ScriptedAgent`: a custom agent following a script of steps (emit, partial, escalate,
   call, sleep, raise);
 * :func:`sequential_ids`, :func:`fixed_clock`: reproducible ids and timestamps;
-* :func:`scheduler_seed`: replay one Trio scheduling order by its seed.
+* :func:`scheduler_seed`: replay one Trio scheduling order by its seed;
+* :class:`PerturbedTiming`: a Trio instrument stretching or shrinking every sleep and timeout
+  of a run by factors drawn from a seed, so slow and fast tasks finish in other orders too.
 
 Running and checking:
 
@@ -74,6 +76,9 @@ from ._scripted import (
 from ._seeds import (
     scheduler_seed as scheduler_seed,
 )
+from ._timing import (
+    PerturbedTiming as PerturbedTiming,
+)
 
 __all__ = [
     "AppRun",
@@ -81,6 +86,7 @@ __all__ = [
     "Collected",
     "HookCall",
     "InjectedError",
+    "PerturbedTiming",
     "PlannedModel",
     "RecordingModel",
     "RecordingPlugin",
