@@ -32,6 +32,7 @@ import trio.testing
 from hypothesis import given, note, settings, strategies as st
 
 from tests.fuzz.profile import FAST, LONG_EXAMPLES, counter, run_long
+from tests.testing.delivery import NEEDS_FULL_DELIVERY
 from trio_agents import ParallelAgent
 from trio_agents.testing import (
     Application,
@@ -70,6 +71,7 @@ def _fuzz_test(config: settings) -> Any:
     )
 
 
+@NEEDS_FULL_DELIVERY
 @pytest.mark.skipif(LONG_EXAMPLES > 0, reason="the long profile runs test_long_profile")
 def test_random_applications_keep_every_rule() -> None:
     """ARCHITECTURE §2 rules 1-7, R-SEQ-2, R-PAR-3, R-PAR-6, R-LOOP-2, R-LOOP-3, R-XFER-3."""

@@ -10,8 +10,9 @@ every event id a consumer printed; rows that all parse; per agent and invocation
 emission sequence; each session's revision equal to its event count; state equal to the fold of
 the stored deltas, scope by scope, in commit order. Then a run in this process, started right
 after the kill with ``concurrent_runs="reject"`` (the lease died with its holder: no waiting),
-must first close the calls the dead invocation left open (R-LRO: long-running calls excepted), leaving every call
-answered. Several rounds continue the same sessions, so workers also start on repaired files.
+must first close the calls the dead invocation left open (R-LRO: long-running calls
+excepted), leaving every call answered. Several rounds continue the same sessions, so workers
+also start on repaired files.
 """
 
 from __future__ import annotations

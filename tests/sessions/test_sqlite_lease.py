@@ -65,6 +65,14 @@ async def db(tmp_path: Path) -> Path:
     return path
 
 
+def lock_files(db: Path) -> list[Path]:
+    return list(Path(f"{db}-leases").iterdir())
+
+
+def block_lock_directory(db: Path) -> None:
+    Path(f"{db}-leases").write_text("not a directory")
+
+
 def texts_in_commit_order(db: Path) -> list[str]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT body FROM events WHERE session_id = 's' ORDER BY seq")
@@ -194,30 +202,29 @@ async def test_a_cancelled_waiter_holds_nothing(db: Path) -> None:
 async def test_lock_files_exist_only_while_held(db: Path) -> None:
     """One file per session leased right now: a holder removes its file on release, and a
     file left by a killed holder is taken over and removed by the next holder."""
-    leases = Path(f"{db}-leases")
     async with SqliteSessionService(db) as service:
         async with service.lease(app_name="app", user_id="u", session_id="s"):
-            assert len(list(leases.iterdir())) == 1
+            assert len(lock_files(db)) == 1
             async with service.lease(app_name="app", user_id="u", session_id="t"):
-                assert len(list(leases.iterdir())) == 2
-        assert list(leases.iterdir()) == []
+                assert len(lock_files(db)) == 2
+        assert lock_files(db) == []
         holder = spawn("hold", str(db), "s")
         try:
             assert await line(holder) == "held"
             await kill(holder)
         finally:
             await kill(holder)
-        assert len(list(leases.iterdir())) == 1  # left behind, unlocked
+        assert len(lock_files(db)) == 1  # left behind, unlocked
         async with service.lease(app_name="app", user_id="u", session_id="s"):
             pass
-        assert list(leases.iterdir()) == []
+        assert lock_files(db) == []
 
 
 async def test_a_lease_in_a_directory_that_cannot_hold_lock_files_is_refused(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "d.db"
-    Path(f"{path}-leases").write_text("not a directory")
+    block_lock_directory(path)
     async with SqliteSessionService(path) as service:
         with pytest.raises(ConfigurationError, match="cannot open the session lease file"):
             async with service.lease(app_name="a", user_id="u", session_id="s"):

@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.testing.delivery import NEEDS_FULL_DELIVERY
 from trio_agents import (
     Content,
     Event,
@@ -189,6 +190,7 @@ async def test_collect_raises_the_runs_error_by_default() -> None:
         await collect(runner, user_id="u", new_message="go")
 
 
+@NEEDS_FULL_DELIVERY
 async def test_collect_returns_the_error_and_the_failed_runs_history() -> None:
     runner = InMemoryRunner(ScriptedAgent(name="bad", script=["emit", "raise"]))
     result = await collect(runner, user_id="u", new_message="go", raise_errors=False)

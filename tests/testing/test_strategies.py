@@ -11,6 +11,7 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
+from tests.testing.delivery import NEEDS_FULL_DELIVERY
 from trio_agents import Content, Event, EventActions, Part
 from trio_agents._serde import dumps, loads, structure, unstructure
 from trio_agents._state import check_state_delta
@@ -121,6 +122,7 @@ def _run(app: Application, stop: Stop) -> Any:
     )
 
 
+@NEEDS_FULL_DELIVERY
 @settings(max_examples=40, deadline=None)
 @given(app=applications(failures=False), interleaving=interleavings())
 def test_drawn_applications_run_to_completion_and_keep_every_rule(
@@ -133,6 +135,7 @@ def test_drawn_applications_run_to_completion_and_keep_every_rule(
     assert app.violations(run) == []
 
 
+@NEEDS_FULL_DELIVERY
 @settings(max_examples=40, deadline=None)
 @given(app=applications(max_depth=2), stop=stops(), interleaving=interleavings())
 def test_drawn_applications_stopped_or_failing_keep_every_rule(
