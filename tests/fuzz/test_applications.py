@@ -78,6 +78,7 @@ def test_random_applications_keep_every_rule() -> None:
     _fuzz_test(settings(FAST, max_examples=FAST_EXAMPLES))()
 
 
+@NEEDS_FULL_DELIVERY
 @pytest.mark.skipif(LONG_EXAMPLES == 0, reason="set TRIO_AGENTS_FUZZ_EXAMPLES to run it")
 def test_long_profile() -> None:
     """The same properties for TRIO_AGENTS_FUZZ_EXAMPLES generated applications."""
