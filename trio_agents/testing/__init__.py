@@ -17,8 +17,8 @@ Running and checking:
 
 * :func:`collect`: run once, get the delivered events and the stored session;
 * :func:`normalize`: events as JSON without ids and timestamps, for golden comparisons;
-* :func:`check_invariants` / :func:`assert_invariants`: the Runner's handshake rules
-  (ARCHITECTURE §2) on a finished run;
+* :func:`check_invariants` / :func:`assert_invariants` (or :meth:`Collected.violations`): the
+  Runner's handshake rules on a finished run, delivery and state changes without events included;
 * :class:`RecordingPlugin`: every hook call with its arguments.
 
 Model traffic: :class:`RecordingModel` records a real model's answers keyed by

@@ -14,13 +14,14 @@ with :meth:`~trio_agents.testing.Application.violations`.
 
 Interleavings: Trio orders the tasks that are ready to run at random, and Hypothesis controls
 that randomness: :func:`interleavings` draws one order (it draws ``st.random_module()``, which
-seeds Trio's scheduler). A falsifying example names it as ``Interleaving(seed=N)``; replay it
-with :func:`~trio_agents.testing.scheduler_seed` or ``explore_interleavings(..., seed=N)``::
+seeds Trio's scheduler) and, from the same seed, how long every sleep and timeout of the run
+lasts (:class:`~trio_agents.testing.PerturbedTiming`), so a slow task also gets to finish
+before a fast one. A falsifying example names it as ``Interleaving(seed=N)``; replay it with
+``Interleaving(N).run(...)`` or ``explore_interleavings(..., seed=N)``::
 
     @given(app=applications(), stop=stops(), interleaving=interleavings())
     def test_my_plugin_keeps_the_rules(app, stop, interleaving):
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        run = trio.run(partial(run_application, app, stop, plugins=[MyPlugin()]), clock=clock)
+        run = interleaving.run(partial(run_application, app, stop, plugins=[MyPlugin()]))
         assert app.violations(run) == []
 
 :func:`explore_interleavings` runs one scenario under many interleavings in a plain test.
