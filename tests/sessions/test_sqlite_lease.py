@@ -9,6 +9,7 @@ processes do, and one giving up a lock file never drops another's lock on it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -229,3 +230,18 @@ async def test_a_lease_in_a_directory_that_cannot_hold_lock_files_is_refused(
         with pytest.raises(ConfigurationError, match="cannot open the session lease file"):
             async with service.lease(app_name="a", user_id="u", session_id="s"):
                 pass
+
+
+async def test_a_private_database_needs_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``:memory:`` is seen by one connection only: the per-process lease is all it needs."""
+    monkeypatch.chdir(tmp_path)
+    async with SqliteSessionService(":memory:") as service:
+        async with service.lease(app_name="a", user_id="u", session_id="s"):
+            with pytest.raises(SessionBusyError):
+                async with service.lease(app_name="a", user_id="u", session_id="s"):
+                    pass
+        async with service.lease(app_name="a", user_id="u", session_id="s"):
+            pass
+    assert os.listdir(tmp_path) == []
