@@ -228,3 +228,30 @@ def test_hypothesis_settings_are_honoured() -> None:
     with pytest.raises(AssertionError):
         explore_interleavings(other, max_examples=3, settings=settings(database=database))
     assert set(database.data) - keys  # saved under a key of its own
+
+
+def failing(reason: str, kind: type[Exception] = AssertionError) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        raise kind(reason)
+
+    return run
+
+
+def test_closures_of_one_factory_keep_their_own_database_entries() -> None:
+    database = InMemoryExampleDatabase()
+
+    def keys() -> set[bytes]:
+        return {k for k in database.data if not k.endswith((b".secondary", b".pareto"))}
+
+    def explore(scenario: Callable[[], Awaitable[None]]) -> None:
+        with pytest.raises(Exception, match=r"one|two"):
+            explore_interleavings(scenario, max_examples=3, settings=settings(database=database))
+
+    explore(failing("one"))
+    assert len(keys()) == 1
+    explore(failing("one"))  # the same scenario again: the same key
+    assert len(keys()) == 1
+    explore(failing("two"))  # closes over another value
+    assert len(keys()) == 2
+    explore(failing("two", KeyError))  # over another function (a class)
+    assert len(keys()) == 3

@@ -443,12 +443,27 @@ def _virtual_clock() -> trio.abc.Clock:
 
 
 def _scenario_name(scenario: Callable[..., object]) -> str:
+    """The scenario's module and qualified name, and the functions and plain values it closes
+    over or is a partial of, so two closures made by one factory keep apart (values whose
+    ``repr`` may change from one process to the next are left out)."""
     target = getattr(scenario, "func", scenario)  # functools.partial: the function it calls
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+    bound = [*getattr(scenario, "args", ()), *getattr(scenario, "keywords", {}).values()]
+    bound += [cell.cell_contents for cell in getattr(target, "__closure__", None) or ()]
+    return "|".join([_qualified(target), *filter(None, map(_stable_name, bound))])
+
+
+def _stable_name(value: object) -> str | None:
+    if value is None or isinstance(value, str | int | float | bool):
+        return repr(value)
+    return _qualified(value) if callable(value) else None
+
+
+def _qualified(value: object) -> str:
+    return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', '?')}"
 
 
 def _identifier(name: str) -> str:
-    short = name.rsplit(".", 1)[-1].replace("<", "").replace(">", "")
+    short = name.split("|", 1)[0].rsplit(".", 1)[-1]
     return short if short.isidentifier() else "scenario"
 
 
