@@ -88,6 +88,7 @@ CONTRACT = {
         "sequential_ids",
         "fixed_clock",
         "scheduler_seed",
+        "PerturbedTiming",
     ],
     "trio_agents.testing.strategies": [
         "contents",

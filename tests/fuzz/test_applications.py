@@ -2,10 +2,11 @@
 
 Each example draws an application (Sequential / Parallel / Loop trees over scripted agents and
 planned LLM agents, see :mod:`trio_agents.testing.strategies`), a scheduling order
-(``st.random_module()``) and a way to stop the run: completion, the consumer leaving after k
-events, ``cancel()`` after k events or from another task at time t, or a timeout, all under
-``MockClock(autojump_threshold=0)``; injected failures (``raise`` steps, failing models and
-tools) make branches fail. Every run is then checked against:
+(``st.random_module()``, which also stretches or shrinks every sleep and timeout) and a way to
+stop the run: completion, the consumer leaving after k events, ``cancel()`` after k events or
+from another task at time t, or a timeout, all under ``MockClock(autojump_threshold=0)``;
+injected failures (``raise`` steps, failing models and tools) make branches fail. Every run is
+then checked against:
 
 * ARCHITECTURE §2: rule 1 (checked by the agents at every emit: stored, applied, delivered),
   rules 2-3 and 6-7 (:func:`~trio_agents.testing.check_invariants`), rule 5 (no agent still
@@ -45,10 +46,16 @@ from trio_agents.testing.strategies import Interleaving, applications, interleav
 FAST_EXAMPLES = 400
 
 
-def check(app: Application, stop: Stop, *, hooks: bool) -> None:
-    """Run ``app`` once under a mock clock, stopped as ``stop`` says; assert no violation."""
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    run = trio.run(functools.partial(run_application, app, stop, record_hooks=hooks), clock=clock)
+def check(
+    app: Application, stop: Stop, *, hooks: bool, interleaving: Interleaving | None = None
+) -> None:
+    """Run ``app`` once under a mock clock, stopped as ``stop`` says; assert no violation.
+    With ``interleaving``, the run has its order and timing (sleeps and timeouts perturbed)."""
+    scenario = functools.partial(run_application, app, stop, record_hooks=hooks)
+    if interleaving is not None:
+        run = interleaving.run(scenario)
+    else:
+        run = trio.run(scenario, clock=trio.testing.MockClock(autojump_threshold=0))
     problems = app.violations(run)
     assert not problems, "\n".join([*problems, f"error: {run.error!r}"])
 
@@ -56,7 +63,7 @@ def check(app: Application, stop: Stop, *, hooks: bool) -> None:
 def _example(app: Application, stop: Stop, interleaving: Interleaving, hooks: bool) -> None:
     counter["examples"] += 1
     note(f"{app.describe()}\n{stop!r} {interleaving!r} hooks={hooks}")
-    check(app, stop, hooks=hooks)
+    check(app, stop, hooks=hooks, interleaving=interleaving)
 
 
 def _fuzz_test(config: settings) -> Any:

@@ -9,8 +9,6 @@
     ``concurrent_runs="queue"`` and print ``ran``.
 ``crash``: run a multi-agent app on the session until killed, printing the id of every event
     its consumer receives (partial events excepted), one per line, flushed.
-
-Leases last 0.5 s here, so the tests need not wait long for a killed holder's to expire.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from trio_agents import (
 )
 from trio_agents.sessions._sqlite import SqliteSessionService
 
-LEASE_SECONDS = 0.5
 SEQUENCES: dict[tuple[str, str], int] = {}
 """(agent, invocation) -> how many events that agent emitted in that invocation so far."""
 
@@ -119,7 +116,7 @@ async def run(
 
 
 async def main(mode: str, db: str, session: str) -> None:
-    async with SqliteSessionService(db, lease_seconds=LEASE_SECONDS) as service:
+    async with SqliteSessionService(db) as service:
         if mode == "hold":
             await run(service, Holder(name="holder"), session)
             print("done", flush=True)

@@ -277,6 +277,30 @@ async def test_a_run_in_another_process_is_rejected_and_a_sigkilled_holder_relea
     assert stored.state == {"held": True, "quiet": True}  # never interleaved, nothing lost
 
 
+async def test_a_sigkilled_holders_lock_is_released_within_a_second(dsn: str) -> None:
+    """The advisory lock lives on the holder's connection: when the kernel closes the dead
+    process's socket, the server ends its backend and hands the lock to the queued run."""
+    async with PostgresSessionService(dsn) as service:
+        await service.create_session(**LEASE)
+        with spawn("hold", dsn) as holder:
+            assert await read_line(holder) == "held"
+            async with trio.open_nursery() as nursery:
+                started = trio.Event()
+
+                async def queued() -> None:
+                    async with service.lease(**LEASE, wait=True):
+                        started.set()
+
+                nursery.start_soon(queued)
+                await trio.sleep(0.3)  # let it queue in the server's lock queue
+                assert not started.is_set()
+                holder.send_signal(signal.SIGKILL)
+                killed_at = trio.current_time()
+                with trio.fail_after(10):  # a hang guard; the bound is asserted below
+                    await started.wait()
+                assert trio.current_time() - killed_at < 1.0
+
+
 async def test_a_queued_run_waits_for_the_other_process_to_finish(dsn: str) -> None:
     async with PostgresSessionService(dsn) as service:
         await service.create_session(**LEASE)

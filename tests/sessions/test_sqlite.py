@@ -568,5 +568,5 @@ async def test_missing_and_stale_appends_are_told_apart(tmp_path: Path) -> None:
 
 
 def test_bad_settings_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match="lease_seconds"):
-        SqliteSessionService("x.db", lease_seconds=0)
+    with pytest.raises(ConfigurationError, match="busy_timeout must be >= 0, got -1"):
+        SqliteSessionService("x.db", busy_timeout=-1)

@@ -8,9 +8,11 @@ both processes interleave and contend for the ``app:`` and ``user:`` rows. Each 
 a random number of received events plus a random pause. After every kill the file must hold:
 every event id a consumer printed; rows that all parse; per agent and invocation no hole in the
 emission sequence; each session's revision equal to its event count; state equal to the fold of
-the stored deltas, scope by scope, in commit order. Then a run in this process must first close
-the calls the dead invocation left open (R-LRO: long-running calls excepted), leaving every call
-answered. Several rounds continue the same sessions, so workers also start on repaired files.
+the stored deltas, scope by scope, in commit order. Then a run in this process, started right
+after the kill with ``concurrent_runs="reject"`` (the lease died with its holder: no waiting),
+must first close the calls the dead invocation left open (R-LRO: long-running calls
+excepted), leaving every call answered. Several rounds continue the same sessions, so workers
+also start on repaired files.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ async def check_and_repair(db: Path, printed: dict[str, list[str]]) -> None:
                 agent=Quiet(name="quiet"),
                 app_name="app",
                 session_service=service,
-                concurrent_runs="queue",  # until the dead worker's lease expires
+                concurrent_runs="reject",  # the dead worker's lease died with it: no waiting
             )
             async with runner.run(user_id="u", session_id=session, new_message="next") as stream:
                 async for _ in stream:

@@ -15,7 +15,14 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from trio_agents import InMemoryRunner, ParallelAgent
-from trio_agents.testing import ScriptedAgent, Step, check_invariants, collect, scheduler_seed
+from trio_agents.testing import (
+    PerturbedTiming,
+    ScriptedAgent,
+    Step,
+    check_invariants,
+    collect,
+    scheduler_seed,
+)
 from trio_agents.testing.strategies import Interleaving, explore_interleavings, interleavings
 
 
@@ -107,8 +114,14 @@ def test_a_failing_order_is_reported_with_a_seed_that_replays_it() -> None:
     # The reported seed fails again, through either replay route ...
     with pytest.raises(AssertionError, match="b went first"):
         explore_interleavings(first_author_is_a, seed=seed)
+    with pytest.raises(AssertionError, match="b went first"):
+        Interleaving(seed).run(first_author_is_a)
     with scheduler_seed(seed), pytest.raises(AssertionError, match="b went first"):
-        trio.run(first_author_is_a)
+        trio.run(
+            first_author_is_a,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+            instruments=[PerturbedTiming(seed)],
+        )
     # ... and it is the order, not the check, that fails: other seeds pass.
     passing = []
     for other in range(20):
@@ -148,6 +161,9 @@ def test_explore_interleavings_with_a_mock_clock() -> None:
         clocks.append(trio.current_time())
 
     explore_interleavings(
-        scenario, max_examples=5, clock=lambda: trio.testing.MockClock(autojump_threshold=0)
+        scenario,
+        max_examples=5,
+        clock=lambda: trio.testing.MockClock(autojump_threshold=0),
+        timing=None,  # sleeps last as written
     )
     assert all(3600 <= t < 3700 for t in clocks)

@@ -1,4 +1,4 @@
-"""check_invariants: each handshake rule of ARCHITECTURE §2 it reports, on broken histories.
+"""check_invariants: each handshake rule it reports, on broken histories.
 
 Every case starts from one clean history (a user event, a state change, a function call and its
 response, a partial chunk that was delivered but not stored, a final answer) and breaks exactly
@@ -15,6 +15,7 @@ import attrs
 import pytest
 
 from trio_agents import (
+    CallbackContext,
     Content,
     Event,
     EventActions,
@@ -162,11 +163,19 @@ def wrong_invocation_id(h: History) -> None:
 
 
 def cancelled_as_data(h: History) -> None:
-    h.stored.append(_event("err", error_code="Cancelled", error_message="Cancelled"))
+    error = _event("err", error_code="Cancelled", error_message="Cancelled")
+    h.stored.append(error)
+    h.delivered.append(error)
 
 
 def error_event_with_content(h: History) -> None:
-    h.stored.append(_event("err", error_code="ValueError", content=Content.from_text("x")))
+    error = _event("err", error_code="ValueError", content=Content.from_text("x"))
+    h.stored.append(error)
+    h.delivered.append(error)
+
+
+def error_event_not_delivered(h: History) -> None:
+    h.stored.append(_event("err", error_code="ValueError", error_message="boom"))
 
 
 def stored_not_delivered(h: History) -> None:
@@ -196,7 +205,7 @@ CASES: dict[str, tuple[Breakage, list[str]]] = {
     "partial-stored": (
         partial_stored,
         [
-            r"^aftermath: event chunk .* was stored but never delivered",
+            r"^delivery: stored event chunk .* of the run was never delivered to the consumer$",
             r"^partial: event chunk .* is partial but stored$",
             r"^partial: delivered partial event chunk .* was stored$",
         ],
@@ -252,11 +261,15 @@ CASES: dict[str, tuple[Breakage, list[str]]] = {
     ),
     "error-event-with-content": (
         error_event_with_content,
-        [r"^aftermath: error event err .* carries content$"],
+        [r"^errors: error event err .* carries content$"],
     ),
     "stored-but-never-delivered": (
         stored_not_delivered,
-        [r"^aftermath: event ghost .* was stored but never delivered"],
+        [r"^delivery: stored event ghost .* of the run was never delivered to the consumer$"],
+    ),
+    "error-event-stored-but-never-delivered": (
+        error_event_not_delivered,
+        [r"^delivery: stored event err \(author 'agent'\) of the run was never delivered"],
     ),
     "no-user-event": (
         no_user_event,
@@ -290,15 +303,47 @@ def test_assert_invariants_lists_every_violation() -> None:
     assert "calls: call 'c1'" in message
 
 
-def test_what_a_cancelled_run_leaves_behind_is_allowed() -> None:
-    """Rule 7 aftermath: a committed response closing an open call, and a content-less error
-    event, may follow the delivered events."""
+def test_what_a_run_leaves_behind_after_its_consumer_left_is_allowed() -> None:
+    """Aftermath: once the consumer has left, a committed response closing an open call and a
+    content-less error event may follow the delivered events; nothing else may."""
     history = clean()
     history.drop("answer")
     closing = _answer(response={"error": "cancelled"})
     history.stored.append(_event("closing", content=Content(role="user", parts=[closing])))
     history.stored.append(_event("err", error_code="ValueError", error_message="boom"))
-    assert history.check() == []
+    assert history.check(consumer_left=True) == []
+    assert history.check() == [
+        "delivery: stored event closing (author 'agent') of the run was never delivered to the "
+        "consumer",
+        "delivery: stored event err (author 'agent') of the run was never delivered to the "
+        "consumer",
+    ]
+    stored_not_delivered(history)
+    assert [p.split(" (")[0] for p in history.check(consumer_left=True)] == [
+        "aftermath: event ghost"
+    ]
+
+
+def test_a_run_record_missing_its_error_event_is_flagged() -> None:
+    """A failed run whose consumer got everything but the error event: stored, not delivered."""
+    user = _event("user", author="user", content=Content.from_text("hi"))
+    one = _event("one", content=Content.from_text("one", role="model"))
+    error = _event("err", error_code="ValueError", error_message="boom")
+    session = Session(id="s", app_name="app", user_id="u", state={}, events=[user, one, error])
+    problems = check_invariants([one], session)
+    assert problems == [
+        "delivery: stored event err (author 'agent') of the run was never delivered to the consumer"
+    ]
+    assert check_invariants([one, error], session) == []
+
+
+def test_a_live_state_that_is_not_the_fold_is_flagged() -> None:
+    history = clean()
+    assert history.check(live_state={"k": 1, "app:a": "x", "temp:t": 5}) == []
+    assert history.check(live_state={"k": 1, "app:a": "x", "count": 1}) == [
+        "state: the live state at the end of the run is not the fold of the stored deltas; "
+        "keys ['count'] differ (live [1], folded ['<missing>'])"
+    ]
 
 
 def test_long_running_calls_may_stay_open() -> None:
@@ -377,3 +422,35 @@ async def test_a_failed_run_keeps_every_rule() -> None:
     assert result.error is not None
     assert check_invariants(result.events, result.session) == []
     assert [e.author for e in result.session.events if e.error_code] == ["bad"]
+
+
+def count_directly(callback_context: CallbackContext) -> None:
+    """A user mistake: the session's state, not the context's, so no event records it."""
+    state = callback_context.session.state
+    state["trips"] = state.get("trips", 0) + 1
+
+
+def count_through_the_context(callback_context: CallbackContext) -> None:
+    callback_context.state["trips"] = callback_context.state.get("trips", 0) + 1
+
+
+@pytest.mark.parametrize(
+    ("callback", "problems"),
+    [
+        (
+            count_directly,
+            [
+                "state: the live state at the end of the run is not the fold of the stored "
+                "deltas; keys ['trips'] differ (live [1], folded ['<missing>'])"
+            ],
+        ),
+        (count_through_the_context, []),
+    ],
+)
+async def test_a_state_change_without_an_event_is_flagged(
+    callback: Callable[[CallbackContext], None], problems: list[str]
+) -> None:
+    agent = ScriptedAgent(name="trip", script=["emit"], after_agent_callback=callback)
+    result = await collect(InMemoryRunner(agent), user_id="u", new_message="go")
+    assert result.live_state is not None and result.live_state.get("trips") == 1
+    assert result.violations() == problems

@@ -10,19 +10,16 @@ revision check, which stores the event and folds its delta into the session, use
 state. Events are read back in commit order (a sequence column). The service keeps the histories
 it has read (:mod:`._event_cache`), so reading a session again parses only the events committed
 since, by any process; a windowed read of a session not in that cache is cut in SQL, so it parses
-only the events asked for. A lease table makes invocations on one session exclusive across
-processes; a lease whose holder died expires.
+only the events asked for. Invocations on one session are exclusive across processes through
+an OS file lock (:mod:`._lockfile`), which dies with the process that holds it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import sqlite3
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Self, TypeVar
@@ -41,7 +38,6 @@ from .._events import Event
 from .._ids import new_session_id, now
 from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
-from .._util import without_cancelled
 from ._base import EventLog, GetSessionConfig, Session, SessionService
 from ._event_cache import (
     DEFAULT_CACHED_SESSIONS,
@@ -51,11 +47,11 @@ from ._event_cache import (
     read_fresh,
     windowed,
 )
+from ._lockfile import lock_path, try_lock, unlock
 from ._sqlite_schema import connection_setup, is_busy
 
 __all__ = ["SqliteSessionService"]
 
-logger = logging.getLogger("trio_agents")
 
 T = TypeVar("T")
 Key = tuple[str, str, str]
@@ -72,10 +68,13 @@ class SqliteSessionService(SessionService):
     last commits.
 
     ``busy_timeout`` (seconds) bounds how long a call waits for another process's write lock
-    before raising ``sqlite3.OperationalError`` ("database is locked"). ``lease_seconds`` bounds
-    how long a process that died keeps its sessions busy; a live holder renews its lease every
-    ``lease_seconds / 3``, and stops its run with :class:`~trio_agents.SessionBusyError` if
-    another process took the session over meanwhile (its event loop was blocked that long).
+    before raising ``sqlite3.OperationalError`` ("database is locked").
+
+    A run leases its session (:meth:`lease`): while it runs, a run on that session from any
+    other process, or another service in this process, gets
+    :class:`~trio_agents.SessionBusyError` or waits its turn. The lease is a ``flock`` on a
+    lock file in ``<path>-leases/`` beside the database, so it lasts exactly as long as its
+    holder: a process that dies, even by ``SIGKILL``, frees its sessions at once.
 
     The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
     ``get_session`` on one of them reads and parses only the events committed since (by this
@@ -92,23 +91,17 @@ class SqliteSessionService(SessionService):
         *,
         durable: bool = True,
         busy_timeout: float = 10.0,
-        lease_seconds: float = 15.0,
         cached_sessions: int = DEFAULT_CACHED_SESSIONS,
     ) -> None:
         super().__init__()
-        if lease_seconds <= 0 or busy_timeout < 0:
-            raise ConfigurationError(
-                f"lease_seconds must be > 0 and busy_timeout >= 0, "
-                f"got {lease_seconds} and {busy_timeout}"
-            )
+        if busy_timeout < 0:
+            raise ConfigurationError(f"busy_timeout must be >= 0, got {busy_timeout}")
         if cached_sessions < 0:
             raise ConfigurationError(f"cached_sessions must be >= 0, got {cached_sessions}")
         self.path = os.fspath(path)
         self.durable = durable
         self.busy_timeout = busy_timeout
-        self.lease_seconds = lease_seconds
         self._db = SqliteThread(self.path, connection_setup(self.path, durable=durable))
-        self._owner = uuid.uuid4().hex
         self._cache = EventCache(cached_sessions)
 
     def __repr__(self) -> str:
@@ -214,68 +207,50 @@ class SqliteSessionService(SessionService):
     async def lease(
         self, *, app_name: str, user_id: str, session_id: str, wait: bool = False
     ) -> AsyncIterator[None]:
-        """Exclusive across processes: a lease row, renewed while held, expiring if we die.
+        """Exclusive across processes: an OS lock on the session's lock file, which the kernel
+        releases when this process dies, however it dies (see :mod:`._lockfile`).
 
-        In this process the base class's per-session semaphore comes first, so tasks queue
-        here in arrival order; between processes a waiting run polls (with backoff).
+        In this process the base class's per-session queue comes first, so tasks queue here in
+        arrival order. Between processes (and services) a waiting run retries the lock, with
+        backoff up to :data:`LEASE_POLL` seconds. The attempts never block: each is a
+        non-blocking ``flock`` in a worker thread, and the wait between them is a
+        ``trio.sleep``, so a cancelled waiter leaves at once holding nothing. (A blocking
+        ``flock`` in a thread could not be cancelled: the thread would go on waiting and take
+        the lock for nobody.)
         """
-        key = (app_name, user_id, session_id)
         async with super().lease(
             app_name=app_name, user_id=user_id, session_id=session_id, wait=wait
         ):
-            await self._take_lease(key, wait)
+            if self.path in _PRIVATE_DATABASES:  # no other connection can see it
+                yield
+                return
+            path = lock_path(self.path, (app_name, user_id, session_id))
+            fd = await _take_lock(path, session_id, wait)
             try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._keep_lease, key)
-                    try:
-                        yield
-                    finally:
-                        nursery.cancel_scope.cancel()
-            except BaseExceptionGroup as group:  # the holder's own error keeps its type
-                failure = without_cancelled(group)
-                if failure is group:
-                    raise
-                raise failure from failure.__cause__
+                yield
             finally:
-                await self._release_lease(key)
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(unlock, path, fd)
 
-    async def _take_lease(self, key: Key, wait: bool) -> None:
-        take = functools.partial(_take, key=key, owner=self._owner, seconds=self.lease_seconds)
-        delay = 0.005
-        while not await self._run(take):
-            if not wait:
-                raise SessionBusyError(key[2])
-            await trio.sleep(delay)
-            delay = min(delay * 2, 0.25, self.lease_seconds / 4)
 
-    async def _keep_lease(self, key: Key) -> None:
-        renew = functools.partial(_renew, key=key, owner=self._owner, seconds=self.lease_seconds)
-        while True:
-            await trio.sleep(self.lease_seconds / 3)
-            if not await self._run(renew):
-                logger.warning(
-                    "lost the lease on session %r of %s: its holder was silent for over %s s and "
-                    "another process took it over; stopping this run",
-                    key[2],
-                    self.path,
-                    self.lease_seconds,
-                )
-                raise SessionBusyError(key[2])
+LEASE_POLL = 0.1
+"""The longest pause, in seconds, between two attempts of a run waiting for a session that
+another process (or service) holds."""
 
-    async def _release_lease(self, key: Key) -> None:
-        """Best effort: a lease we fail to release expires on its own."""
-        release = functools.partial(_release, key=key, owner=self._owner)
-        with trio.move_on_after(self.lease_seconds, shield=True):
-            try:
-                await self._run(release)
-            except sqlite3.Error as exc:
-                logger.warning(
-                    "could not release the lease on session %r of %s (%s); it expires in %s s",
-                    key[2],
-                    self.path,
-                    exc,
-                    self.lease_seconds,
-                )
+_PRIVATE_DATABASES = ("", ":memory:")
+
+
+async def _take_lock(path: str, session_id: str, wait: bool) -> int:
+    """The descriptor holding ``path``'s lock; :class:`SessionBusyError` if held and not
+    ``wait``. An attempt under way when the caller is cancelled still returns its lock (the
+    thread is not abandoned), so the caller's ``finally`` releases it."""
+    delay = 0.005
+    while (fd := await trio.to_thread.run_sync(try_lock, path)) is None:
+        if not wait:
+            raise SessionBusyError(session_id)
+        await trio.sleep(delay)
+        delay = min(delay * 2, LEASE_POLL)
+    return fd
 
 
 # -- jobs: each runs on the connection's thread as one transaction ------------------------------
@@ -513,38 +488,3 @@ def _read_events(
     else:
         query = f"SELECT body FROM events WHERE {where} ORDER BY seq"
     return [Event.from_json(body) for (body,) in conn.execute(query, args)]
-
-
-def _take(conn: sqlite3.Connection, *, key: Key, owner: str, seconds: float) -> bool:
-    """Take the lease unless another owner holds it unexpired (one ``BEGIN IMMEDIATE``)."""
-    clock = time.time()  # the processes sharing a file share this machine's clock
-    with _transaction(conn):
-        row = conn.execute(
-            "SELECT owner, expires FROM leases WHERE app_name=? AND user_id=? AND session_id=?",
-            key,
-        ).fetchone()
-        if row is not None and row[0] != owner and row[1] > clock:
-            return False
-        conn.execute(
-            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)", (*key, owner, clock + seconds)
-        )
-        return True
-
-
-def _renew(conn: sqlite3.Connection, *, key: Key, owner: str, seconds: float) -> bool:
-    """Extend our lease; False when another owner took it (it had expired)."""
-    with _transaction(conn):
-        cursor = conn.execute(
-            "UPDATE leases SET expires = ?"
-            " WHERE app_name=? AND user_id=? AND session_id=? AND owner=?",
-            (time.time() + seconds, *key, owner),
-        )
-        return cursor.rowcount == 1
-
-
-def _release(conn: sqlite3.Connection, *, key: Key, owner: str) -> None:
-    with _transaction(conn):
-        conn.execute(
-            "DELETE FROM leases WHERE app_name=? AND user_id=? AND session_id=? AND owner=?",
-            (*key, owner),
-        )

@@ -9,14 +9,16 @@ Doubles and reproducible runs:
 * :class:`ScriptedAgent`: a custom agent following a script of steps (emit, partial, escalate,
   call, sleep, raise);
 * :func:`sequential_ids`, :func:`fixed_clock`: reproducible ids and timestamps;
-* :func:`scheduler_seed`: replay one Trio scheduling order by its seed.
+* :func:`scheduler_seed`: replay one Trio scheduling order by its seed;
+* :class:`PerturbedTiming`: a Trio instrument stretching or shrinking every sleep and timeout
+  of a run by factors drawn from a seed, so slow and fast tasks finish in other orders too.
 
 Running and checking:
 
 * :func:`collect`: run once, get the delivered events and the stored session;
 * :func:`normalize`: events as JSON without ids and timestamps, for golden comparisons;
-* :func:`check_invariants` / :func:`assert_invariants`: the Runner's handshake rules
-  (ARCHITECTURE §2) on a finished run;
+* :func:`check_invariants` / :func:`assert_invariants` (or :meth:`Collected.violations`): the
+  Runner's handshake rules on a finished run, delivery and state changes without events included;
 * :class:`RecordingPlugin`: every hook call with its arguments.
 
 Model traffic: :class:`RecordingModel` records a real model's answers keyed by
@@ -74,6 +76,9 @@ from ._scripted import (
 from ._seeds import (
     scheduler_seed as scheduler_seed,
 )
+from ._timing import (
+    PerturbedTiming as PerturbedTiming,
+)
 
 __all__ = [
     "AppRun",
@@ -81,6 +86,7 @@ __all__ = [
     "Collected",
     "HookCall",
     "InjectedError",
+    "PerturbedTiming",
     "PlannedModel",
     "RecordingModel",
     "RecordingPlugin",

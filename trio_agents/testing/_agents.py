@@ -81,8 +81,8 @@ class Trace:
 
     The consumer reports each event it receives with :meth:`received`; the agents then check,
     after every emit, that the consumer had the event, that the session stored it and that its
-    delta was applied (ARCHITECTURE §2 rule 1). ``running`` counts scripted agents whose run has
-    not ended (rule 5: 0 once the run block is left).
+    delta was applied (the Runner commits before the agent resumes). ``running`` counts scripted
+    agents whose run has not ended (0 once the run block is left).
     """
 
     delivered_ids: set[str] = attrs.field(factory=set)
@@ -180,7 +180,7 @@ class ScriptedAgent(BaseAgent):
     def _check_commit(
         self, ctx: InvocationContext, trace: Trace, sent: Event, committed: Event
     ) -> None:
-        """ARCHITECTURE §2 rule 1, seen from the agent the moment ``emit`` returns."""
+        """Commit before resume, seen from the agent the moment ``emit`` returns."""
         where = f"{self.name} event {committed.id}"
         if committed.id not in trace.delivered_ids:
             trace.violations.append(f"rule 1: {where} resumed before the consumer received it")

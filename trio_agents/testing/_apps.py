@@ -10,7 +10,7 @@ runs and checks them and needs no Hypothesis::
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 import attrs
 import trio
@@ -73,7 +73,8 @@ class AppRun:
 
     ``delivered``: the events the consumer received; ``session``: the stored session afterwards;
     ``error``: what the run raised (None if nothing); ``stopped``: whether the stop fired before
-    the run ended on its own; ``hooks``: the hook calls, when recorded.
+    the run ended on its own; ``hooks``: the hook calls, when recorded; ``live_state``: the
+    state of the run's live session when it ended (None if it never started).
     """
 
     delivered: list[Event]
@@ -82,6 +83,13 @@ class AppRun:
     stop: Stop
     stopped: bool
     hooks: RecordingPlugin | None = None
+    live_state: dict[str, Any] | None = None
+
+    @property
+    def consumer_left(self) -> bool:
+        """Whether the consumer stopped reading before the run ended (it left the block, or a
+        timeout cancelled it), so the run's last events may never have reached it."""
+        return self.stopped and self.stop.kind in ("leave", "timeout")
 
 
 @attrs.define(eq=False)
@@ -119,10 +127,12 @@ class Application:
         return "Application(\n" + self.describe() + "\n)"
 
     def violations(self, run: AppRun) -> list[str]:
-        """Every rule the run broke: ARCHITECTURE §2 and the workflow ordering rules."""
+        """Every rule the run broke: the handshake rules and the workflow ordering rules."""
         if run.stopped and not any(e.author == "user" for e in run.session.events):
             return _never_started(run)
-        problems = check_invariants(run.delivered, run.session)
+        problems = check_invariants(
+            run.delivered, run.session, live_state=run.live_state, consumer_left=run.consumer_left
+        )
         problems += self.trace.violations
         if self.trace.running:
             problems.append(f"rule 5: {self.trace.running} scripted agents still running")
@@ -286,6 +296,7 @@ async def run_application(
     delivered: list[Event] = []
     error: Exception | None = None
     stopped = False
+    stream: RunStream | None = None
     with trio.CancelScope() as deadline:
         if stop.kind == "timeout":
             deadline.deadline = trio.current_time() + stop.at
@@ -295,14 +306,15 @@ async def run_application(
                 session_id=session.id,
                 new_message=new_message,
                 run_config=app.run_config,
-            ) as events:
-                stopped = await _consume(app, events, stop, delivered)
+            ) as stream:
+                stopped = await _consume(app, stream, stop, delivered)
         except Exception as exc:
             error = exc
     stopped = stopped or deadline.cancelled_caught
     stored = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=session.id)
     assert stored is not None, f"session {session.id} vanished"
-    return AppRun(delivered, stored, error, stop, stopped, hooks)
+    live_state = None if stream is None else dict(stream.session.state)
+    return AppRun(delivered, stored, error, stop, stopped, hooks, live_state)
 
 
 async def _consume(app: Application, events: RunStream, stop: Stop, delivered: list[Event]) -> bool:

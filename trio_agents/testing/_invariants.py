@@ -1,4 +1,4 @@
-"""check_invariants: the Runner's handshake rules (ARCHITECTURE §2), checked on a finished run."""
+"""check_invariants: the Runner's handshake rules, checked on a finished run."""
 
 from __future__ import annotations
 
@@ -17,20 +17,29 @@ def check_invariants(
     session: Session,
     *,
     initial_state: Mapping[str, Any] | None = None,
+    live_state: Mapping[str, Any] | None = None,
+    consumer_left: bool = False,
 ) -> list[str]:
     """Every violation of the handshake rules by one finished run; ``[]`` when it kept them all.
 
     ``delivered`` is what the consumer received (partial chunks included) and ``session`` the
-    stored session re-read afterwards, with its whole history (see :func:`collect`). Checked:
+    stored session re-read afterwards, with its whole history; ``live_state`` is the state of
+    the run's live session at its end (``RunStream.session.state``). :func:`collect` gathers
+    all three, and :meth:`Collected.violations` checks them. Checked:
 
-    * one order: the delivered non-partial events are exactly the stored events after the run's
-      user event, in the same order; whatever is stored after them is aftermath (responses
-      closing open calls, content-less error events);
+    * one order: every stored event of the run (after its user event) was delivered, in the
+      same order, and every delivered non-partial event is stored. With ``consumer_left=True``
+      (the consumer left the block, or was cancelled, before the run ended) stored events after
+      the last one it received may be aftermath it never saw, responses closing open calls and
+      content-less error events, and nothing else;
     * partial events are delivered but never stored;
     * the stored state is the fold of ``initial_state`` (the state the session was created with)
       and every stored event's delta, and no ``temp:`` key was persisted;
+    * no state change without an event: the live state at the end (``temp:`` keys aside) is
+      that same fold. A callback or tool that writes ``session.state`` directly, not through
+      its context's ``state``, changes the live state only: nothing stores the change;
     * every function call is answered by a later response unless it is long-running, and every
-      response answers an earlier call;
+      response answers an earlier call; error events carry no content;
     * event ids are unique, every delivered event carries the run's invocation id, and
       ``trio.Cancelled`` never became data.
 
@@ -39,9 +48,13 @@ def check_invariants(
     """
     stored = list(session.events)
     problems: list[str] = []
-    problems += _order(delivered, stored)
+    problems += _order(delivered, stored, consumer_left)
     problems += _partials(delivered, stored)
-    problems += _state(stored, session.state, initial_state or {})
+    folded = _fold(stored, initial_state or {})
+    problems += _temp(stored, session.state)
+    problems += _state("the stored state", session.state, folded)
+    if live_state is not None:
+        problems += _state("the live state at the end of the run", live_state, folded)
     problems += _calls(stored)
     problems += _identity(delivered, stored)
     return problems
@@ -52,9 +65,17 @@ def assert_invariants(
     session: Session,
     *,
     initial_state: Mapping[str, Any] | None = None,
+    live_state: Mapping[str, Any] | None = None,
+    consumer_left: bool = False,
 ) -> None:
     """:func:`check_invariants`, raising ``AssertionError`` that lists every violation."""
-    problems = check_invariants(delivered, session, initial_state=initial_state)
+    problems = check_invariants(
+        delivered,
+        session,
+        initial_state=initial_state,
+        live_state=live_state,
+        consumer_left=consumer_left,
+    )
     if problems:
         raise AssertionError("handshake rules broken:\n  " + "\n  ".join(problems))
 
@@ -71,7 +92,7 @@ def _run_start(stored: Sequence[Event]) -> int | None:
     return None
 
 
-def _order(delivered: Sequence[Event], stored: Sequence[Event]) -> list[str]:
+def _order(delivered: Sequence[Event], stored: Sequence[Event], consumer_left: bool) -> list[str]:
     start = _run_start(stored)
     if start is None:
         return ["one order: no user event is stored, so the run's history cannot be located"]
@@ -86,17 +107,18 @@ def _order(delivered: Sequence[Event], stored: Sequence[Event]) -> list[str]:
                 f" but stored event {index} is {_describe(after[index])}"
                 + (" (same id, different fields)" if after[index].id == event.id else "")
             ]
-    problems = []
-    for extra in after[len(committed) :]:
-        if extra.error_code:
-            if extra.content is not None:
-                problems.append(f"aftermath: error {_describe(extra)} carries content")
-        elif not _only_responses(extra):
-            problems.append(
-                f"aftermath: {_describe(extra)} was stored but never delivered, and it is "
-                "neither an error event nor a response closing open calls"
-            )
-    return problems
+    undelivered = after[len(committed) :]
+    if not consumer_left:
+        return [
+            f"delivery: stored {_describe(extra)} of the run was never delivered to the consumer"
+            for extra in undelivered
+        ]
+    return [
+        f"aftermath: {_describe(extra)} was stored but never delivered, and it is "
+        "neither an error event nor a response closing open calls"
+        for extra in undelivered
+        if not extra.error_code and not _only_responses(extra)
+    ]
 
 
 def _only_responses(event: Event) -> bool:
@@ -115,34 +137,40 @@ def _partials(delivered: Sequence[Event], stored: Sequence[Event]) -> list[str]:
     return problems
 
 
-def _state(
-    stored: Sequence[Event], state: Mapping[str, Any], initial: Mapping[str, Any]
-) -> list[str]:
-    problems = []
-    folded = {k: v for k, v in initial.items() if not k.startswith(TEMP_PREFIX)}
+def _fold(stored: Sequence[Event], initial: Mapping[str, Any]) -> dict[str, Any]:
+    """The state the deltas make, from ``initial``, without ``temp:`` keys."""
+    folded = dict(initial)
     for event in stored:
-        delta = event.actions.state_delta
-        temp = sorted(k for k in delta if k.startswith(TEMP_PREFIX))
+        folded.update(event.actions.state_delta)
+    return {k: v for k, v in folded.items() if not k.startswith(TEMP_PREFIX)}
+
+
+def _temp(stored: Sequence[Event], state: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for event in stored:
+        temp = sorted(k for k in event.actions.state_delta if k.startswith(TEMP_PREFIX))
         if temp:
             problems.append(f"temp: {_describe(event)} persisted the keys {temp}")
-        folded.update(delta)
-    folded = {k: v for k, v in folded.items() if not k.startswith(TEMP_PREFIX)}
     temp_state = sorted(k for k in state if k.startswith(TEMP_PREFIX))
     if temp_state:
         problems.append(f"temp: the stored state holds the keys {temp_state}")
-    visible = {k: v for k, v in state.items() if not k.startswith(TEMP_PREFIX)}
-    if visible != folded:
-        differing = sorted(
-            key
-            for key in visible.keys() | folded.keys()
-            if visible.get(key, _MISSING) != folded.get(key, _MISSING)
-        )
-        problems.append(
-            f"state: the stored state is not the fold of the stored deltas; keys {differing} "
-            f"differ (stored {[visible.get(k, '<missing>') for k in differing]}, folded "
-            f"{[folded.get(k, '<missing>') for k in differing]})"
-        )
     return problems
+
+
+def _state(what: str, state: Mapping[str, Any], folded: Mapping[str, Any]) -> list[str]:
+    visible = {k: v for k, v in state.items() if not k.startswith(TEMP_PREFIX)}
+    if visible == folded:
+        return []
+    differing = sorted(
+        key
+        for key in visible.keys() | folded.keys()
+        if visible.get(key, _MISSING) != folded.get(key, _MISSING)
+    )
+    return [
+        f"state: {what} is not the fold of the stored deltas; keys {differing} differ "
+        f"({what.split()[1]} {[visible.get(k, '<missing>') for k in differing]}, folded "
+        f"{[folded.get(k, '<missing>') for k in differing]})"
+    ]
 
 
 _MISSING = object()
@@ -186,6 +214,8 @@ def _identity(delivered: Sequence[Event], stored: Sequence[Event]) -> list[str]:
         seen.add(event.id)
         if event.error_code == "Cancelled":
             problems.append(f"errors: trio.Cancelled became data in {_describe(event)}")
+        if event.error_code and event.content is not None:
+            problems.append(f"errors: error {_describe(event)} carries content")
     start = _run_start(stored)
     if start is not None and delivered:
         invocation = stored[start - 1].invocation_id

@@ -11,8 +11,9 @@ import attrs
 from .._content import Content
 from .._errors import SessionNotFoundError
 from .._events import Event
-from .._runner import RunConfig, Runner
+from .._runner import RunConfig, Runner, RunStream
 from ..sessions._base import Session
+from ._invariants import check_invariants
 
 __all__ = ["Collected", "collect", "normalize"]
 
@@ -23,12 +24,20 @@ class Collected:
 
     ``events`` are the events the consumer received, partial chunks included, in order;
     ``session`` is the stored session re-read after the run (the whole history); ``error`` is the
-    exception the run raised when :func:`collect` was told not to raise it.
+    exception the run raised when :func:`collect` was told not to raise it; ``live_state`` is
+    the state of the run's live session when the run ended (None if it never started).
     """
 
     events: list[Event]
     session: Session
     error: Exception | None = None
+    live_state: dict[str, Any] | None = None
+
+    def violations(self, *, initial_state: Mapping[str, Any] | None = None) -> list[str]:
+        """Every handshake rule the run broke (:func:`check_invariants` on all of the above)."""
+        return check_invariants(
+            self.events, self.session, initial_state=initial_state, live_state=self.live_state
+        )
 
 
 async def collect(
@@ -54,6 +63,7 @@ async def collect(
         session_id = created.id
     delivered: list[Event] = []
     error: Exception | None = None
+    stream: RunStream | None = None
     try:
         async with runner.run(
             user_id=user_id,
@@ -61,19 +71,20 @@ async def collect(
             new_message=new_message,
             state_delta=state_delta,
             run_config=run_config,
-        ) as events:
-            async for event in events:
+        ) as stream:
+            async for event in stream:
                 delivered.append(event)
     except Exception as exc:
         if raise_errors:
             raise
         error = exc
+    live_state = None if stream is None else dict(stream.session.state)
     session = await runner.session_service.get_session(
         app_name=runner.app_name, user_id=user_id, session_id=session_id
     )
     if session is None:
         raise SessionNotFoundError(session_id)
-    return Collected(delivered, session, error)
+    return Collected(delivered, session, error, live_state)
 
 
 def normalize(events: Sequence[Event]) -> list[dict[str, Any]]:

@@ -14,13 +14,14 @@ with :meth:`~trio_agents.testing.Application.violations`.
 
 Interleavings: Trio orders the tasks that are ready to run at random, and Hypothesis controls
 that randomness: :func:`interleavings` draws one order (it draws ``st.random_module()``, which
-seeds Trio's scheduler). A falsifying example names it as ``Interleaving(seed=N)``; replay it
-with :func:`~trio_agents.testing.scheduler_seed` or ``explore_interleavings(..., seed=N)``::
+seeds Trio's scheduler) and, from the same seed, how long every sleep and timeout of the run
+lasts (:class:`~trio_agents.testing.PerturbedTiming`), so a slow task also gets to finish
+before a fast one. A falsifying example names it as ``Interleaving(seed=N)``; replay it with
+``Interleaving(N).run(...)`` or ``explore_interleavings(..., seed=N)``::
 
     @given(app=applications(), stop=stops(), interleaving=interleavings())
     def test_my_plugin_keeps_the_rules(app, stop, interleaving):
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        run = trio.run(partial(run_application, app, stop, plugins=[MyPlugin()]), clock=clock)
+        run = interleaving.run(partial(run_application, app, stop, plugins=[MyPlugin()]))
         assert app.violations(run) == []
 
 :func:`explore_interleavings` runs one scenario under many interleavings in a plain test.
@@ -31,11 +32,13 @@ from __future__ import annotations
 import itertools
 import string
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+import hypothesis
 import trio
-from hypothesis import HealthCheck, given, note, settings, strategies as st
+import trio.testing
+from hypothesis import HealthCheck, given, note, strategies as st
 
 from .._content import Blob, Content, FunctionCall, FunctionResponse, Part
 from .._events import Event, EventActions
@@ -48,6 +51,9 @@ from ._agents import SCOPES, ScriptedAgent, Step, Trace
 from ._apps import Application, Stop
 from ._planned import Turn, planned_agent
 from ._seeds import scheduler_seed
+from ._timing import DEFAULT_SPREAD, PerturbedTiming, check_spread
+
+T = TypeVar("T")
 
 __all__ = [
     "Interleaving",
@@ -314,64 +320,170 @@ def stops(*, max_after: int = 12, max_at: float = 5.0) -> st.SearchStrategy[Stop
 
 @attrs.frozen
 class Interleaving:
-    """One Trio scheduling order, by seed (what :func:`interleavings` draws)."""
+    """One Trio scheduling order and timing, by seed (what :func:`interleavings` draws).
+
+    ``timing`` is how far sleeps and timeouts may stretch or shrink (a factor between
+    ``1 / timing`` and ``timing``, see :class:`~trio_agents.testing.PerturbedTiming`); None
+    keeps their lengths and explores the order only.
+    """
 
     seed: int
+    timing: float | None = DEFAULT_SPREAD
+
+    def __attrs_post_init__(self) -> None:
+        check_spread(self.timing)
 
     def replay(self) -> Any:
-        """A context manager that makes Trio schedule as in this interleaving."""
+        """A context manager that makes Trio schedule as in this interleaving (the order only:
+        :meth:`run` replays the timing too)."""
         return scheduler_seed(self.seed)
 
+    def instruments(self) -> list[trio.abc.Instrument]:
+        """The instruments that give a run this interleaving's timing."""
+        return [] if self.timing is None else [PerturbedTiming(self.seed, spread=self.timing)]
+
+    def run(
+        self,
+        async_fn: Callable[..., Awaitable[T]],
+        *args: object,
+        clock: trio.abc.Clock | None = None,
+    ) -> T:
+        """``trio.run(async_fn, *args)`` in this interleaving's order and timing, on ``clock``
+        (a fresh ``MockClock(autojump_threshold=0)`` by default: sleeps cost nothing)."""
+        with self.replay():
+            return trio.run(
+                async_fn,
+                *args,
+                clock=clock if clock is not None else trio.testing.MockClock(autojump_threshold=0),
+                instruments=self.instruments(),
+            )
+
     def __repr__(self) -> str:
-        return f"Interleaving(seed={self.seed})"
+        if self.timing == DEFAULT_SPREAD:
+            return f"Interleaving(seed={self.seed})"
+        return f"Interleaving(seed={self.seed}, timing={self.timing})"
 
 
-def interleavings() -> st.SearchStrategy[Interleaving]:
-    """One scheduling order per example: draws ``st.random_module()``, which seeds Trio's
-    scheduler (and :mod:`random`) for the example. Without it, every example of a test sees the
-    same order. Shrinking shrinks the seed, so a reported order is reproducible, not minimal."""
-    return st.random_module().map(lambda seeder: Interleaving(int(seeder.seed)))
+def interleavings(*, timing: float | None = DEFAULT_SPREAD) -> st.SearchStrategy[Interleaving]:
+    """One scheduling order and timing per example: draws ``st.random_module()``, which seeds
+    Trio's scheduler (and :mod:`random`) for the example, and the same seed draws how long each
+    sleep and timeout lasts when the run goes through :meth:`Interleaving.run` (``timing=None``:
+    as written). Without it, every example of a test sees the same order. Shrinking shrinks the
+    seed, so a reported interleaving is reproducible, not minimal."""
+    check_spread(timing)
+    return st.random_module().map(lambda seeder: Interleaving(int(seeder.seed), timing))
 
 
 def explore_interleavings(
     scenario: Callable[[], Awaitable[object]],
     *,
-    max_examples: int = 100,
+    max_examples: int | None = None,
     clock: Callable[[], trio.abc.Clock] | None = None,
     seed: int | None = None,
+    timing: float | None = DEFAULT_SPREAD,
+    settings: hypothesis.settings | None = None,
 ) -> None:
-    """Run ``trio.run(scenario)`` under ``max_examples`` scheduling orders; any failure fails.
+    """Run ``trio.run(scenario)`` under many scheduling orders and timings; any failure fails.
 
     Call it from a plain (not async) test; ``scenario`` builds everything it needs, so each run
-    starts fresh. ``clock`` makes a clock per run, e.g.
-    ``lambda: trio.testing.MockClock(autojump_threshold=0)`` to skip sleeps and timeouts. The
-    failure report names the order (``Interleaving(seed=N)``, also added as a note to the
-    exception); ``seed=N`` then runs exactly that order again, without Hypothesis.
+    starts fresh. Each run draws a seed, which orders the tasks that are ready together and,
+    with ``timing`` (a number >= 1, by default 10), stretches or shrinks every sleep and timeout
+    of the run by a factor between ``1 / timing`` and ``timing``: a branch that is ten times
+    slower than another also gets to finish first. ``timing=None`` explores the order only.
+    Timeouts inside the scenario are perturbed like sleeps, hang guards included: give those
+    room, or set them around the call.
+
+    Time is virtual: ``clock`` makes a clock per run, by default
+    ``trio.testing.MockClock(autojump_threshold=0)``, which jumps ahead whenever every task is
+    blocked, so sleeps cost nothing. A scenario that waits on threads, processes or sockets
+    needs a clock that does not jump meanwhile (``MockClock(rate=1)``, or one with a higher
+    ``autojump_threshold``).
+
+    ``max_examples`` (default 100) is how many runs; ``settings`` (a ``hypothesis.settings``)
+    sets anything else, e.g. ``deadline`` (None by default) or ``database``. Failures are saved
+    in the example database under this scenario's name, so each scenario replays its own.
+
+    The failure report names the interleaving (``Interleaving(seed=N)``, also added as a note
+    to the exception); ``seed=N`` runs exactly that order and timing again, without
+    Hypothesis. A seed replays the same code only: any change that adds or removes a
+    checkpoint, a task or a sleep gives the same seed another order and other timings, so a
+    test pinned to a seed pins a reproduction, not a schedule.
     """
+    check_spread(timing)
+    make_clock = clock if clock is not None else _virtual_clock
 
     def run_once(interleaving: Interleaving) -> None:
         try:
-            trio.run(scenario, clock=clock() if clock is not None else None)
+            interleaving.run(scenario, clock=make_clock())
         except BaseException as exc:
             exc.add_note(
-                f"Trio scheduling order: {interleaving!r} "
-                f"(run it again with explore_interleavings(..., seed={interleaving.seed}))"
+                f"Trio scheduling order and timing: {interleaving!r} (run it again with "
+                f"explore_interleavings(..., seed={interleaving.seed}))"
             )
             raise
 
     if seed is not None:
-        with scheduler_seed(seed):
-            run_once(Interleaving(seed))
+        run_once(Interleaving(seed, timing))
         return
 
-    @settings(
-        max_examples=max_examples,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
-    @given(interleaving=interleavings())
     def explore(interleaving: Interleaving) -> None:
-        note(f"Trio scheduling order: {interleaving!r}")
+        note(f"Trio scheduling order and timing: {interleaving!r}")
         run_once(interleaving)
 
-    explore()
+    name = _scenario_name(scenario)
+    explore.__name__ = explore.__qualname__ = _identifier(name)  # what the report calls it
+    # one example-database entry per scenario, not one shared by every caller
+    explore._hypothesis_internal_add_digest = name.encode()  # type: ignore[attr-defined]
+    test = given(interleaving=interleavings(timing=timing))(explore)
+    _explore_settings(settings, max_examples)(test)()
+
+
+def _virtual_clock() -> trio.abc.Clock:
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+def _scenario_name(scenario: Callable[..., object]) -> str:
+    """The scenario's module and qualified name, and the functions and plain values it closes
+    over or is a partial of, so two closures made by one factory keep apart (values whose
+    ``repr`` may change from one process to the next are left out)."""
+    target = getattr(scenario, "func", scenario)  # functools.partial: the function it calls
+    bound = [*getattr(scenario, "args", ()), *getattr(scenario, "keywords", {}).values()]
+    bound += [cell.cell_contents for cell in getattr(target, "__closure__", None) or ()]
+    return "|".join([_qualified(target), *filter(None, map(_stable_name, bound))])
+
+
+def _stable_name(value: object) -> str | None:
+    if value is None or isinstance(value, str | int | float | bool):
+        return repr(value)
+    return _qualified(value) if callable(value) else None
+
+
+def _qualified(value: object) -> str:
+    return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', '?')}"
+
+
+def _identifier(name: str) -> str:
+    short = name.split("|", 1)[0].rsplit(".", 1)[-1]
+    return short if short.isidentifier() else "scenario"
+
+
+def _explore_settings(
+    given_settings: hypothesis.settings | None, max_examples: int | None
+) -> hypothesis.settings:
+    """The caller's settings (or ours: no deadline), with ``max_examples`` and the health
+    checks that a Trio run per example trips."""
+    base = (
+        given_settings
+        if given_settings is not None
+        else hypothesis.settings(deadline=None, max_examples=100)
+    )
+    checks = {
+        *base.suppress_health_check,
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+    }
+    return hypothesis.settings(
+        base,
+        max_examples=max_examples if max_examples is not None else base.max_examples,
+        suppress_health_check=list(checks),
+    )
