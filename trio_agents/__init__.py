@@ -31,6 +31,7 @@ from ._errors import (
     ArtifactNotFoundError as ArtifactNotFoundError,
     ConfigurationError as ConfigurationError,
     LlmCallLimitError as LlmCallLimitError,
+    McpServerError as McpServerError,
     ModelError as ModelError,
     ModelHTTPError as ModelHTTPError,
     ModelRateLimitError as ModelRateLimitError,
@@ -45,6 +46,7 @@ from ._errors import (
     StaleSessionError as StaleSessionError,
     TemplateKeyError as TemplateKeyError,
     ToolError as ToolError,
+    ToolsetError as ToolsetError,
     TrioAgentsError as TrioAgentsError,
 )
 from ._events import Event as Event, EventActions as EventActions, UsageMetadata as UsageMetadata
@@ -90,6 +92,7 @@ __all__ = [
     "LlmAgent",
     "LlmCallLimitError",
     "LoopAgent",
+    "McpServerError",
     "ModelError",
     "ModelHTTPError",
     "ModelRateLimitError",
@@ -115,6 +118,7 @@ __all__ = [
     "TemplateKeyError",
     "ToolContext",
     "ToolError",
+    "ToolsetError",
     "TrioAgentsError",
     "UsageMetadata",
 ]

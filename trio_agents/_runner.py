@@ -43,6 +43,7 @@ from .plugins._base import BasePlugin
 from .plugins._manager import PluginManager
 from .sessions._base import GetSessionConfig, Session, SessionService
 from .sessions._memory import InMemorySessionService
+from .tools._hosting import ToolsetHost
 
 __all__ = ["InMemoryRunner", "RunConfig", "RunStream", "Runner", "StreamingMode"]
 
@@ -200,20 +201,28 @@ class _Invocation:
 
     async def drive(self, ctx: InvocationContext, channel: EmitChannel) -> None:
         """Run the root agent (or a ``before_run`` short-circuit) inside the cancel scope."""
-        plugins = self.runner.plugin_manager
         try:
             with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
-                content = await plugins.before_run(ctx) if plugins else None
-                if content is not None:
-                    await ctx.emit(Event(author="model", content=content))
-                else:
-                    await agent_to_run(ctx.agent, self.session.events).run(ctx)
+                toolsets = self.runner._toolset_host.for_invocation()
+                if toolsets is None:
+                    await self._run_agents(ctx)
+                else:  # the toolsets' connections live in this scope (or the Runner's)
+                    async with toolsets:
+                        await self._run_agents(ctx)
         except Exception as exc:
             self.agent_failure = exc
             await self.notify_run_error(ctx, exc)
             raise
         finally:  # closes without a checkpoint, so a cancellation cannot mask an error
             channel.close_send()
+
+    async def _run_agents(self, ctx: InvocationContext) -> None:
+        plugins = self.runner.plugin_manager
+        content = await plugins.before_run(ctx) if plugins else None
+        if content is not None:
+            await ctx.emit(Event(author="model", content=content))
+        else:
+            await agent_to_run(ctx.agent, self.session.events).run(ctx)
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         plugins = self.runner.plugin_manager
@@ -397,6 +406,7 @@ class Runner:
             tuple[str, str], dict[tuple[str, str | None], Any]
         ] = collections.OrderedDict()
         self.commit_timeout = commit_timeout
+        self._toolset_host = ToolsetHost(agent)
 
     def run(
         self,
@@ -502,7 +512,8 @@ class Runner:
         return cache
 
     async def close(self) -> None:
-        """Close the plugins, then the models of the agent tree (each within ``cleanup_timeout``).
+        """Close the plugins, the toolsets, then the models of the agent tree (each within
+        ``cleanup_timeout``).
 
         Models are closed whether they were given as instances or resolved from names, so an
         HTTP model's client lives exactly as long as the Runner; a model shared with another
@@ -511,16 +522,22 @@ class Runner:
         try:
             await self.plugin_manager.close(per_plugin_timeout=self.cleanup_timeout)
         finally:
+            await self._toolset_host.close_toolsets(self.cleanup_timeout)
             for model in models_in_use(self.agent):
                 with trio.move_on_after(self.cleanup_timeout):
                     await model.aclose()
 
     async def __aenter__(self) -> Self:
+        """Open the scope toolsets keep their connections in for the Runner's lifetime."""
+        await self._toolset_host.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.close()
+        try:
+            with trio.CancelScope(shield=True):
+                await self.close()
+        finally:
+            await self._toolset_host.leave()
 
 
 class _RunBlock:

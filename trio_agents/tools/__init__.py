@@ -15,14 +15,17 @@ from ._memory_tools import (
     load_memory as load_memory,
     preload_memory as preload_memory,
 )
+from ._toolset import BaseToolset as BaseToolset, ToolPredicate as ToolPredicate
 
 __all__ = [
     "AgentTool",
     "BaseTool",
+    "BaseToolset",
     "FunctionTool",
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "PreloadMemoryTool",
+    "ToolPredicate",
     "ToolContext",
     "exit_loop",
     "load_memory",
