@@ -11,8 +11,10 @@ import os
 import sys
 
 import anyio
+from mcp_types import ImageContent, TextContent
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 
 PNG = base64.b64decode(
@@ -37,7 +39,7 @@ def pid() -> int:
 @server.tool()
 def fail(reason: str) -> str:
     """Always fails with the reason."""
-    raise ValueError(f"failing on purpose: {reason}")
+    raise ToolError(f"failing on purpose: {reason}")
 
 
 @server.tool()
@@ -55,11 +57,12 @@ async def wait_forever() -> str:
 
 
 @server.tool()
-def picture() -> list[object]:
+def picture() -> list[TextContent | ImageContent]:
     """A caption and a one-pixel PNG."""
-    from mcp.server.mcpserver.utilities.types import Image
-
-    return ["a pixel", Image(data=PNG, format="png")]
+    return [
+        TextContent(type="text", text="a pixel"),
+        ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png"),
+    ]
 
 
 @server.tool()

@@ -68,9 +68,8 @@ class ToolsetHost:
         (a nursery would wrap it in a group).
         """
         scope, self.scope = self.scope, None
-        if scope is not None:
-            with trio.CancelScope(shield=True):
-                await scope.__aexit__(None, None, None)
+        if scope is not None:  # (no shield here: the nursery's scope must be the innermost)
+            await scope.__aexit__(None, None, None)
 
 
 class _InvocationScope:
