@@ -123,7 +123,7 @@ async def test_client_cancellation_cancels_the_run() -> None:
                 assert result.content[0].text == "ok: after"  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()
     sessions = await runner.session_service.list_sessions(app_name="waiter", user_id="mcp")
-    (stored,) = sessions.sessions
+    (stored,) = sessions
     full = await runner.session_service.get_session(
         app_name="waiter", user_id="mcp", session_id=stored.id
     )
