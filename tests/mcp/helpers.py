@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from trio_agents import InMemoryRunner, LlmAgent
+from trio_agents._content import Content, Part
 from trio_agents.models import LlmResponse
 from trio_agents.testing import ScriptedModel
 from trio_agents.tools.mcp import McpToolset, StdioConnectionParams, StdioServerParameters
-from trio_agents._content import Content, Part
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -72,7 +72,10 @@ def app(toolset: McpToolset, script: list[Any]) -> tuple[InMemoryRunner, Scripte
 async def run_turn(runner: InMemoryRunner, text: str = "go", session_id: str = "s1") -> list[Any]:
     """Run one turn (creating the session if needed); return its events."""
     service = runner.session_service
-    if await service.get_session(app_name=runner.app_name, user_id="u", session_id=session_id) is None:
+    if (
+        await service.get_session(app_name=runner.app_name, user_id="u", session_id=session_id)
+        is None
+    ):
         await service.create_session(app_name=runner.app_name, user_id="u", session_id=session_id)
     async with runner.run(user_id="u", session_id=session_id, new_message=text) as events:
         return [event async for event in events]

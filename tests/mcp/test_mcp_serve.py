@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import trio
-import trio.testing
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -103,9 +102,7 @@ async def test_client_cancellation_cancels_the_run() -> None:
                 cancelled.set()
         return f"ok: {text}"
 
-    runner = InMemoryRunner(
-        LlmAgent(name="waiter", model=ScriptedModel(answer)), app_name="waiter"
-    )
+    runner = InMemoryRunner(LlmAgent(name="waiter", model=ScriptedModel(answer)), app_name="waiter")
     async with trio.open_nursery() as nursery:
         (url,) = await nursery.start(functools.partial(serve, runner, transport="http", port=0))
         with trio.fail_after(GUARD):

@@ -7,6 +7,8 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
+import attrs
+
 from .._errors import ConfigurationError, ToolsetError
 from ._base import BaseTool
 
@@ -35,7 +37,8 @@ class BaseToolset(abc.ABC):
         tool_name_prefix: str | None = None,
     ) -> None:
         if tool_filter is not None and not callable(tool_filter):
-            if isinstance(tool_filter, str) or not all(isinstance(n, str) for n in tool_filter):
+            names = isinstance(tool_filter, list | tuple | set | frozenset)
+            if not names or not all(isinstance(n, str) for n in tool_filter):
                 raise ConfigurationError(
                     f"{type(self).__name__}: tool_filter must be a list of tool names or a "
                     f"predicate, got {tool_filter!r}"
@@ -95,7 +98,11 @@ class BaseToolset(abc.ABC):
 
 
 def _renamed(tool: BaseTool, prefix: str) -> BaseTool:
-    """A shallow copy of ``tool`` whose name (and so its declaration) carries ``prefix``."""
+    """A shallow copy of ``tool`` whose name and declaration carry ``prefix``."""
     renamed = copy.copy(tool)
     renamed.name = f"{prefix}_{tool.name}"
+    declared = tool.declaration()
+    if declared is not None and declared.name != renamed.name:  # a declaration made once
+        declaration = attrs.evolve(declared, name=renamed.name)
+        renamed.declaration = lambda: declaration  # type: ignore[method-assign]
     return renamed
