@@ -141,7 +141,7 @@ async def test_prefixed_tool_runs_under_the_prefixed_name() -> None:
         if e.content
         for p in e.content.parts
         if p.function_response
-    ] == ["kit_a"]  # ruff: ignore[line-too-long]
+    ] == ["kit_a"]
 
 
 # -- resolution per model step --------------------------------------------------------------------
@@ -195,7 +195,7 @@ async def test_failing_toolset_is_a_typed_error_naming_it() -> None:
     toolset = Offering(["a"])
     toolset.fail_with = OSError("disk on fire")
     model = ScriptedModel(["unused"])
-    with pytest.raises(ToolsetError, match="'Offering'.*disk on fire") as caught:
+    with pytest.raises(ToolsetError, match=r"'Offering'.*disk on fire") as caught:
         await _run(LlmAgent(name="a", model=model, tools=[toolset]))
     assert caught.value.toolset == "Offering"
     assert isinstance(caught.value.__cause__, OSError)
