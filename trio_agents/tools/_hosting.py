@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..agents._base import BaseAgent
     from ._toolset import BaseToolset
 
-__all__ = ["ToolsetHost"]
+__all__: list[str] = []  # the Runner's own machinery
 
 
 class ToolsetHost:

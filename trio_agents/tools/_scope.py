@@ -17,7 +17,7 @@ from typing import Self
 
 import trio
 
-__all__ = ["ToolsetScope", "activated", "current_scope"]
+__all__ = ["ToolsetScope", "current_scope"]
 
 _CURRENT: ContextVar[ToolsetScope | None] = ContextVar("trio_agents_toolset_scope", default=None)
 

@@ -35,7 +35,7 @@ from ._params import (
     server_label,
 )
 
-__all__ = ["McpConnection"]
+__all__: list[str] = []  # the toolset's own machinery
 
 T = TypeVar("T")
 STDERR_TAIL = 2000
