@@ -315,3 +315,35 @@ async def test_toolsets_outside_a_run_have_no_scope() -> None:
     await toolset.get_tools()
     assert toolset.outside_scope == 1
     assert toolset.started == 0
+
+
+async def test_agent_tool_inner_run_uses_the_outer_scope() -> None:
+    from trio_agents.tools import AgentTool
+
+    toolset = Hosting()
+    inner = LlmAgent(name="inner", model=ScriptedModel(["inner one", "inner two"]), tools=[toolset])
+    outer_model = ScriptedModel(
+        [
+            LlmResponse(
+                content=Content(
+                    role="model", parts=[Part.from_function_call("inner", {"request": "hi"})]
+                ),
+                finish_reason="STOP",
+            ),
+            "outer one",
+            LlmResponse(
+                content=Content(
+                    role="model", parts=[Part.from_function_call("inner", {"request": "again"})]
+                ),
+                finish_reason="STOP",
+            ),
+            "outer two",
+        ]
+    )
+    outer = LlmAgent(name="outer", model=outer_model, tools=[AgentTool(inner)])
+    async with InMemoryRunner(outer, app_name="app") as runner:
+        first = await _run(outer, runner=runner, session_id="x")
+        await _run(outer, runner=runner, session_id="y")
+        assert (toolset.started, toolset.stopped) == (1, 0)
+    assert (toolset.started, toolset.stopped) == (1, 1)
+    assert _responses(first) == [{"result": "inner one"}]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._scope import ToolsetScope, activated
+from ._scope import ToolsetScope, activated, current_scope
 
 if TYPE_CHECKING:
     from ..agents._base import BaseAgent
@@ -43,10 +43,14 @@ class ToolsetHost:
         return self._toolsets
 
     def for_invocation(self) -> _InvocationScope | None:
-        """What an invocation enters around its agents: None when the tree has no toolsets."""
+        """What an invocation enters around its agents: None when the tree has no toolsets.
+
+        The Runner's scope if it has one, else the scope the caller runs in (an agent tool's
+        inner run uses its outer run's), else one of the invocation's own.
+        """
         if self.scope is None and not self.toolsets:
             return None
-        return _InvocationScope(self.scope)
+        return _InvocationScope(self.scope or current_scope())
 
     async def open(self) -> None:
         """Open the Runner-wide scope (``async with runner:``)."""
