@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import trio.testing
+
 from trio_agents import InMemoryRunner, LlmAgent
 from trio_agents._content import Content, Part
 from trio_agents.models import LlmResponse
@@ -79,6 +81,22 @@ async def run_turn(runner: InMemoryRunner, text: str = "go", session_id: str = "
         await service.create_session(app_name=runner.app_name, user_id="u", session_id=session_id)
     async with runner.run(user_id="u", session_id=session_id, new_message=text) as events:
         return [event async for event in events]
+
+
+async def cancel_once_calling(runner: InMemoryRunner, session_id: str = "s") -> list[int]:
+    """Run a turn and cancel it once its first tool call is in flight; the child processes
+    seen then."""
+    await runner.session_service.create_session(
+        app_name=runner.app_name, user_id="u", session_id=session_id
+    )
+    seen: list[int] = []
+    async with runner.run(user_id="u", session_id=session_id, new_message="go") as events:
+        async for event in events:
+            if event.get_function_calls():
+                await trio.testing.wait_all_tasks_blocked()
+                seen = sorted(child_pids())
+                events.cancel()
+    return seen
 
 
 def responses(events: list[Any]) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 import trio
-import trio.testing
 
 from trio_agents import ConfigurationError, McpServerError
 from trio_agents.tools.mcp import (
@@ -17,7 +16,7 @@ from trio_agents.tools.mcp import (
     StreamableHTTPConnectionParams,
 )
 
-from .helpers import app, call, child_pids, responses, run_turn, sdk_params
+from .helpers import app, call, cancel_once_calling, child_pids, responses, run_turn, sdk_params
 
 GUARD = 60  # a deadline against hangs, never a timing assertion
 
@@ -201,15 +200,10 @@ async def test_without_runner_context_each_invocation_has_its_own_server() -> No
 async def test_cancelled_call_leaves_the_session_usable() -> None:
     toolset = McpToolset(connection_params=sdk_params())
     runner, _ = app(toolset, [call("wait_forever"), call("pid"), "b"])
-    await runner.session_service.create_session(app_name="mcp-tests", user_id="u", session_id="s")
     async with runner:
         with trio.fail_after(GUARD):
-            async with runner.run(user_id="u", session_id="s", new_message="go") as events:
-                async for event in events:
-                    if event.get_function_calls():
-                        await trio.testing.wait_all_tasks_blocked()
-                        events.cancel()
-            (pid,) = child_pids()
+            (pid,) = await cancel_once_calling(runner)
+            assert child_pids() == {pid}
             after = responses(await run_turn(runner, session_id="s"))
         assert after[-1]["structuredContent"]["result"] == pid
     assert child_pids() == set()
@@ -218,14 +212,8 @@ async def test_cancelled_call_leaves_the_session_usable() -> None:
 async def test_cancelled_run_without_runner_context_stops_the_server() -> None:
     toolset = McpToolset(connection_params=sdk_params())
     runner, _ = app(toolset, [call("wait_forever")])
-    await runner.session_service.create_session(app_name="mcp-tests", user_id="u", session_id="s")
     with trio.fail_after(GUARD):
-        async with runner.run(user_id="u", session_id="s", new_message="go") as events:
-            async for event in events:
-                if event.get_function_calls():
-                    await trio.testing.wait_all_tasks_blocked()
-                    assert len(child_pids()) == 1
-                    events.cancel()
+        assert len(await cancel_once_calling(runner)) == 1
     assert child_pids() == set()
     session = await runner.session_service.get_session(
         app_name="mcp-tests", user_id="u", session_id="s"

@@ -25,6 +25,7 @@ from .helpers import (
     TIME_SERVER,
     app,
     call,
+    cancel_once_calling,
     child_pids,
     node_params,
     responses,
@@ -81,15 +82,9 @@ async def test_everything_cancelled_long_call_then_killed_server() -> None:
             "again",
         ],
     )
-    await runner.session_service.create_session(app_name="mcp-tests", user_id="u", session_id="s")
     async with runner:
         with trio.fail_after(GUARD):
-            async with runner.run(user_id="u", session_id="s", new_message="go") as events:
-                async for event in events:
-                    if event.get_function_calls():
-                        await trio.testing.wait_all_tasks_blocked()
-                        events.cancel()
-            (pid,) = child_pids()
+            (pid,) = await cancel_once_calling(runner)
             after = responses(await run_turn(runner, session_id="s"))
             assert after[-1]["content"][0]["text"] == "Echo: still here"
             assert child_pids() == {pid}
