@@ -14,6 +14,7 @@ import trio.testing
 from trio_agents import McpServerError
 from trio_agents.tools.mcp import (
     McpToolset,
+    SseConnectionParams,
     StdioConnectionParams,
     StdioServerParameters,
     StreamableHTTPConnectionParams,
@@ -156,18 +157,18 @@ def _free_port() -> int:
 
 
 async def _start_http_everything(
-    nursery: trio.Nursery, *, task_status: trio.TaskStatus[trio.Process]
+    transport: str, *, task_status: trio.TaskStatus[trio.Process]
 ) -> None:
     port = _free_port()
     process = await trio.lowlevel.open_process(
-        ["node", str(EVERYTHING), "streamableHttp"],
+        ["node", str(EVERYTHING), transport],
         env={**os.environ, "PORT": str(port)},
         stderr=-1,  # subprocess.PIPE
         stdout=-3,  # subprocess.DEVNULL
     )
     assert process.stderr is not None
     seen = b""
-    while b"listening on port" not in seen:
+    while b"on port" not in seen:
         chunk = await process.stderr.receive_some()
         if not chunk:
             raise RuntimeError(f"the HTTP everything server did not start: {seen!r}")
@@ -188,15 +189,18 @@ SDK_SSE_GENERATORS = pytest.mark.filterwarnings(
 
 @needs_npm_servers
 @SDK_SSE_GENERATORS
-async def test_everything_over_streamable_http() -> None:
+@pytest.mark.parametrize("transport", ["streamableHttp", "sse"])
+async def test_everything_over_http(transport: str) -> None:
     async with trio.open_nursery() as nursery:
-        process = await nursery.start(_start_http_everything, nursery)
+        process = await nursery.start(_start_http_everything, transport)
         try:
-            url = f"http://127.0.0.1:{process.port}/mcp"
-            toolset = McpToolset(
-                connection_params=StreamableHTTPConnectionParams(url=url, timeout=30),
-                tool_filter=["echo"],
+            base = f"http://127.0.0.1:{process.port}"
+            params = (
+                StreamableHTTPConnectionParams(url=f"{base}/mcp", timeout=30)
+                if transport == "streamableHttp"
+                else SseConnectionParams(url=f"{base}/sse", timeout=30)
             )
+            toolset = McpToolset(connection_params=params, tool_filter=["echo"])
             runner, model = app(toolset, [call("echo", message="over http"), "ok"])
             async with runner:
                 with trio.fail_after(GUARD):

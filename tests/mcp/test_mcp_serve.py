@@ -16,11 +16,12 @@ from trio_agents import ConfigurationError, InMemoryRunner, LlmAgent
 from trio_agents.mcp import mcp_server_for, serve
 from trio_agents.models import LlmRequest
 from trio_agents.testing import ScriptedModel
+from trio_agents.tools.mcp import McpToolset, StreamableHTTPConnectionParams
 
-from .helpers import ROOT, child_pids
+from .helpers import ROOT, app, call, child_pids, responses, run_turn
 
 GUARD = 60
-APP_DIR = str(ROOT / "tests" / "cli_apps")
+APP_DIR = str(ROOT / "tests" / "mcp" / "apps")
 SDK_SSE_GENERATORS = pytest.mark.filterwarnings(
     "ignore::pytest.PytestUnraisableExceptionWarning", "ignore:Async generator 'httpx2"
 )
@@ -142,3 +143,27 @@ def test_server_needs_distinct_apps() -> None:
         mcp_server_for(
             [InMemoryRunner(agent, app_name="a b"), InMemoryRunner(agent, app_name="a_b")]
         )
+
+
+@SDK_SSE_GENERATORS
+async def test_an_agent_calls_a_served_app_through_its_mcp_toolset() -> None:
+    """Both directions at once: an app served over MCP, used by another agent as a toolset."""
+    served = InMemoryRunner(
+        LlmAgent(
+            name="echo",
+            model=ScriptedModel(lambda request: f"echo: {request.contents[-1].parts[0].text}"),
+        ),
+        app_name="echo",
+    )
+    async with trio.open_nursery() as nursery:
+        (url,) = await nursery.start(functools.partial(serve, served, transport="http", port=0))
+        toolset = McpToolset(
+            connection_params=StreamableHTTPConnectionParams(url=f"{url}/mcp", timeout=30)
+        )
+        runner, model = app(toolset, [call("echo", message="ping"), "pong"])
+        with trio.fail_after(GUARD):
+            events = await run_turn(runner)
+        (response,) = responses(events)
+        assert response["content"][0]["text"] == "echo: ping"
+        assert [d.name for d in model.requests[0].tools] == ["echo"]
+        nursery.cancel_scope.cancel()
