@@ -117,7 +117,7 @@ class LlmAgent(BaseAgent):
         return self._run_tools()[0]
 
     def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
-        effective = self.static_tools()
+        effective = self._effective or self.static_tools()
         if self._toolsets:  # inside a model step, the tools its toolsets gave
             return step_tools_of(self) or effective
         return effective
