@@ -22,6 +22,8 @@ PUBLIC_NAMESPACES = [
     "trio_agents.testing",
     "trio_agents.testing.strategies",
     "trio_agents.tools",
+    "trio_agents.tools.mcp",
+    "trio_agents.mcp",
 ]
 
 CONTRACT = {
@@ -75,7 +77,16 @@ CONTRACT = {
         "FunctionTool",
         "LongRunningFunctionTool",
         "exit_loop",
+        "BaseToolset",
     ],
+    "trio_agents.tools.mcp": [
+        "McpToolset",
+        "StdioConnectionParams",
+        "StdioServerParameters",
+        "StreamableHTTPConnectionParams",
+        "SseConnectionParams",
+    ],
+    "trio_agents.mcp": ["serve"],
     "trio_agents.testing": [
         "ScriptedModel",
         "RecordingPlugin",

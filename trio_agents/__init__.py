@@ -32,6 +32,7 @@ from ._errors import (
     ArtifactNotFoundError as ArtifactNotFoundError,
     ConfigurationError as ConfigurationError,
     LlmCallLimitError as LlmCallLimitError,
+    McpServerError as McpServerError,
     ModelError as ModelError,
     ModelHTTPError as ModelHTTPError,
     ModelRateLimitError as ModelRateLimitError,
@@ -47,6 +48,7 @@ from ._errors import (
     StaleSessionError as StaleSessionError,
     TemplateKeyError as TemplateKeyError,
     ToolError as ToolError,
+    ToolsetError as ToolsetError,
     TrioAgentsError as TrioAgentsError,
 )
 from ._events import Event as Event, EventActions as EventActions, UsageMetadata as UsageMetadata
@@ -93,6 +95,7 @@ __all__ = [
     "LlmAgent",
     "LlmCallLimitError",
     "LoopAgent",
+    "McpServerError",
     "ModelError",
     "ModelHTTPError",
     "ModelRateLimitError",
@@ -119,6 +122,7 @@ __all__ = [
     "TemplateKeyError",
     "ToolContext",
     "ToolError",
+    "ToolsetError",
     "TrioAgentsError",
     "UsageMetadata",
 ]

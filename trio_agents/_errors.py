@@ -18,6 +18,8 @@ caller would naturally catch a builtin, the builtin is mixed in::
     │   ├── ModelResponseError                              an answer that cannot be understood
     │   └── ModelTimeoutError                               a stream stalled past its idle limit
     ├── ToolError                                           a tool failed (cause chained)
+    ├── ToolsetError                                        a toolset could not list its tools
+    │   └── McpServerError                                  an MCP server failed, died or lied
     ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
     ├── TemplateKeyError(TrioAgentsError, KeyError)         an instruction names a missing key
     ├── AgentTransferError                                  transfer to an unknown/forbidden agent
@@ -51,6 +53,8 @@ __all__ = [
     "StaleSessionError",
     "TemplateKeyError",
     "ToolError",
+    "ToolsetError",
+    "McpServerError",
     "TrioAgentsError",
 ]
 
@@ -184,6 +188,29 @@ class ToolError(TrioAgentsError):
         super().__init__(message)
         self.tool_name = tool_name
         self.call_id = call_id
+
+
+class ToolsetError(TrioAgentsError):
+    """A toolset failed to give or run its tools. ``toolset`` names it; the cause is chained."""
+
+    def __init__(self, message: str, *, toolset: str) -> None:
+        super().__init__(message)
+        self.toolset = toolset
+
+
+class McpServerError(ToolsetError):
+    """An MCP server could not start, died, timed out or sent what is not MCP.
+
+    ``server`` is its command line or URL; ``stderr_tail`` the end of what a stdio server wrote
+    to its standard error (empty for HTTP servers).
+    """
+
+    def __init__(self, message: str, *, server: str, stderr_tail: str = "") -> None:
+        if stderr_tail:
+            message = f"{message}; its stderr ends with:\n{stderr_tail}"
+        super().__init__(message, toolset=server)
+        self.server = server
+        self.stderr_tail = stderr_tail
 
 
 class PluginError(TrioAgentsError, RuntimeError):

@@ -199,16 +199,24 @@ class Invocation:
                 channel.close_send()
 
     async def _run_root(self, ctx: InvocationContext) -> None:
-        plugins = self.runner.plugin_manager
         try:
             with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
-                content = await plugins.before_run(ctx) if plugins else None
-                if content is not None:
-                    await ctx.emit(Event(author="model", content=content))
-                else:
-                    await agent_to_run(ctx.agent, self.session.events).run(ctx)
+                toolsets = self.runner._toolset_host.for_invocation()
+                if toolsets is None:
+                    await self._run_agents(ctx)
+                else:  # the toolsets' connections live in this scope (or the Runner's)
+                    async with toolsets:
+                        await self._run_agents(ctx)
         except Exception as exc:
             self.agent_failure = exc  # reported after its error event is delivered
+
+    async def _run_agents(self, ctx: InvocationContext) -> None:
+        plugins = self.runner.plugin_manager
+        content = await plugins.before_run(ctx) if plugins else None
+        if content is not None:
+            await ctx.emit(Event(author="model", content=content))
+        else:
+            await agent_to_run(ctx.agent, self.session.events).run(ctx)
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         """``on_run_error`` plugins, shielded and bounded; their own failure becomes a note."""

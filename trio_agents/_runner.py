@@ -43,6 +43,7 @@ from .plugins._base import BasePlugin
 from .plugins._manager import PluginManager
 from .sessions._base import SessionService
 from .sessions._memory import InMemorySessionService
+from .tools._hosting import ToolsetHost
 
 __all__ = [
     "ABANDONED_REASON",
@@ -93,6 +94,7 @@ class Runner:
         self.concurrent_runs = concurrent_runs
         self.cleanup_timeout = cleanup_timeout
         self.commit_timeout = commit_timeout
+        self._toolset_host = ToolsetHost(agent)
 
     def run(
         self,
@@ -143,7 +145,8 @@ class Runner:
         return trio.run(collect)
 
     async def close(self) -> None:
-        """Close the plugins, then the models of the agent tree (each within ``cleanup_timeout``).
+        """Close the plugins, the toolsets, then the models of the agent tree (each within
+        ``cleanup_timeout``).
 
         Models are closed whether they were given as instances or resolved from names, so an
         HTTP model's client lives exactly as long as the Runner; a model shared with another
@@ -152,16 +155,23 @@ class Runner:
         try:
             await self.plugin_manager.close(per_plugin_timeout=self.cleanup_timeout)
         finally:
+            await self._toolset_host.close_toolsets(self.cleanup_timeout)
             for model in models_in_use(self.agent):
                 with trio.move_on_after(self.cleanup_timeout):
                     await model.aclose()
 
     async def __aenter__(self) -> Self:
+        """Open the scope toolsets keep their connections in for the Runner's lifetime."""
+        await self._toolset_host.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.close()
+        """Close the Runner (shielded), then the toolsets' scope."""
+        try:
+            with trio.CancelScope(shield=True):
+                await self.close()
+        finally:
+            await self._toolset_host.leave()
 
 
 class InMemoryRunner(Runner):

@@ -11,12 +11,14 @@ from .._errors import ConfigurationError
 from ..models._base import Model, resolve_model
 from ..tools._base import BaseTool
 from ..tools._function import FunctionTool
+from ..tools._toolset import BaseToolset
 from ._base import BaseAgent
+from ._llm_toolsets import step_tools_of
 
 __all__ = ["Agent", "InstructionProvider", "LlmAgent"]
 
 InstructionProvider = Callable[[ReadonlyContext], "str | Awaitable[str]"]
-ToolSpec = BaseTool | Callable[..., Any]
+ToolSpec = BaseTool | BaseToolset | Callable[..., Any]
 _FORBIDDEN_CONFIG = ("tools", "system_instruction", "response_schema")
 
 _MODEL_CALLBACKS = {
@@ -36,7 +38,8 @@ class LlmAgent(BaseAgent):
     empty inherits from the nearest LLM ancestor, R-LLM-9), ``instruction`` (a template, R-TPL, or
     a provider callable that bypasses substitution), ``global_instruction`` (deprecated in ADK:
     the root agent's applies to every LLM agent of the tree, before the agent's own instruction),
-    ``tools`` (functions or tools), ``output_key``, ``output_schema`` / ``input_schema`` (attrs
+    ``tools`` (functions, tools or toolsets, whose tools are asked for at every model step),
+    ``output_key``, ``output_schema`` / ``input_schema`` (attrs
     classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
     ``"none"``), the transfer flags, ``generate_content_config`` and the model/tool callbacks
     (callable or list, sync or async).
@@ -77,7 +80,7 @@ class LlmAgent(BaseAgent):
         self.model = model
         self.instruction = instruction
         self.global_instruction = global_instruction
-        self.tools: list[BaseTool] = [_as_tool(t, name) for t in tools]
+        self.tools: list[BaseTool | BaseToolset] = [_as_tool(t, name) for t in tools]
         self.output_key = output_key
         self.output_schema = output_schema
         self.input_schema = input_schema
@@ -98,6 +101,8 @@ class LlmAgent(BaseAgent):
             for (field, params), spec in zip(_MODEL_CALLBACKS.items(), specs.values(), strict=True)
         }
         self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
+        self._toolsets = False
+        """Whether ``tools`` has toolsets (worked out with the effective tools)."""
         self._resolved: Model | None = None
         self._static_instruction: tuple[tuple[object, ...], str] | None = None
         """The system instruction last joined from plain text, with the pieces it came from."""
@@ -112,15 +117,34 @@ class LlmAgent(BaseAgent):
         return self._run_tools()[0]
 
     def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
+        effective = self._effective or self.static_tools()
+        if self._toolsets:  # inside a model step, the tools its toolsets gave
+            return step_tools_of(self) or effective
+        return effective
+
+    def static_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
+        """The tools given as tools (not toolsets), ``transfer_to_agent`` included, by name."""
         if self._effective is None:
             from ._transfer import TransferToAgentTool, transfer_targets
 
-            tools = list(self.tools)
+            tools = [tool for tool in self.tools if isinstance(tool, BaseTool)]
             targets = transfer_targets(self)
             if targets:  # AutoFlow (R-LLM-1, R-XFER-2)
                 tools.append(TransferToAgentTool(self, targets))
             self._effective = (tools, {tool.name: tool for tool in tools})
+            self._toolsets = bool(self.toolsets)
         return self._effective
+
+    @property
+    def uses_toolsets(self) -> bool:
+        """Whether ``tools`` has toolsets (so each model step asks them for tools)."""
+        self.static_tools()
+        return self._toolsets
+
+    @property
+    def toolsets(self) -> list[BaseToolset]:
+        """The toolsets among ``tools``, asked for their tools at every model step."""
+        return [tool for tool in self.tools if isinstance(tool, BaseToolset)]
 
     @property
     def canonical_model(self) -> Model:
@@ -152,12 +176,14 @@ class LlmAgent(BaseAgent):
 Agent = LlmAgent
 
 
-def _as_tool(spec: ToolSpec, agent: str) -> BaseTool:
-    if isinstance(spec, BaseTool):
+def _as_tool(spec: ToolSpec, agent: str) -> BaseTool | BaseToolset:
+    if isinstance(spec, BaseTool | BaseToolset):
         return spec
     if callable(spec):
         return FunctionTool(spec)
-    raise ConfigurationError(f"agent {agent!r}: {spec!r} is neither a tool nor a function")
+    raise ConfigurationError(
+        f"agent {agent!r}: {spec!r} is neither a tool nor a function (nor a toolset)"
+    )
 
 
 def _checked_config(config: Mapping[str, Any] | None, agent: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ._instructions import inject_session_state
 from ._llm import LlmAgent
 from ._llm_contents import history_for
 from ._llm_tools import run_function_calls
+from ._llm_toolsets import in_step_tools
 
 if TYPE_CHECKING:
     from ._llm import InstructionProvider
@@ -43,10 +44,16 @@ _DECLARE_ONLY = BaseTool.process_llm_request
 
 async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
     """Run steps until one ends on a final response, a partial event or no event (R-LLM-2)."""
+    step = _step_with_toolsets if agent.uses_toolsets else _step
     while not ctx.end_invocation:
-        last = await _step(agent, ctx)
+        last = await step(agent, ctx)
         if last is None or last.partial or last.is_final_response():
             return
+
+
+async def _step_with_toolsets(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+    """A step whose tools its agent's toolsets give (asked once, at the start of the step)."""
+    return await in_step_tools(agent, ctx, _step)
 
 
 async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:

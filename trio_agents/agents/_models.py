@@ -1,13 +1,17 @@
-"""Finding the models an agent tree uses, so their owner can close them."""
+"""Finding the models and toolsets an agent tree uses, so their owner can close them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..models._base import Model
 from ._base import BaseAgent
 
-__all__ = ["models_in_use"]
+if TYPE_CHECKING:
+    from ..tools._toolset import BaseToolset
+
+__all__ = ["models_in_use", "toolsets_in_use"]
 
 
 def _agents(root: BaseAgent, seen: set[int]) -> Iterator[BaseAgent]:
@@ -31,3 +35,15 @@ def models_in_use(root: BaseAgent) -> list[Model]:
             if isinstance(model, Model):
                 models.setdefault(id(model), model)
     return list(models.values())
+
+
+def toolsets_in_use(root: BaseAgent) -> list[BaseToolset]:
+    """Every toolset of the tree (agents of agent tools included), each once."""
+    from ..tools._toolset import BaseToolset
+
+    toolsets: dict[int, BaseToolset] = {}
+    for agent in _agents(root, set()):
+        for tool in getattr(agent, "tools", ()):
+            if isinstance(tool, BaseToolset):
+                toolsets.setdefault(id(tool), tool)
+    return list(toolsets.values())

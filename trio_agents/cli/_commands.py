@@ -205,6 +205,20 @@ def api_server(ctx: click.Context, /, target: str, **options: Any) -> None:
     _serve(target, options, ui=False, out=_out(ctx))
 
 
+@cli.command("mcp-server", help="Serve the apps of TARGET as MCP tools (stdio, or --http).")
+@click.argument("target")
+@click.option("--http", is_flag=True, help="streamable HTTP at http://HOST:PORT/mcp, not stdio")
+@click.option("--host", default="127.0.0.1", show_default=True, help="the address to bind")
+@click.option(
+    "--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="0: any"
+)
+@service_options
+def mcp_server(target: str, http: bool, host: str, port: int, **uris: Any) -> None:
+    from ._mcp import serve_mcp
+
+    serve_mcp(target, http=http, host=host, port=port, uris=uris)
+
+
 @cli.command(help="Serve the apps of TARGET: the HTTP API and the dev UI (Ctrl-C stops).")
 @click.argument("target")
 @server_options

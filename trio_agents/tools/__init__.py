@@ -15,15 +15,21 @@ from ._memory_tools import (
     load_memory as load_memory,
     preload_memory as preload_memory,
 )
+from ._scope import ToolsetScope as ToolsetScope, current_scope as current_scope
+from ._toolset import BaseToolset as BaseToolset, ToolPredicate as ToolPredicate
 
 __all__ = [
     "AgentTool",
     "BaseTool",
+    "BaseToolset",
     "FunctionTool",
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "PreloadMemoryTool",
     "ToolContext",
+    "ToolPredicate",
+    "ToolsetScope",
+    "current_scope",
     "exit_loop",
     "load_memory",
     "preload_memory",

@@ -1,0 +1,12 @@
+"""Serve trio_agents apps over MCP (extra ``mcp``), so MCP clients can call them as tools.
+
+:func:`serve` runs an MCP server with one tool per app, taking a ``message`` and answering with
+the app's final text; each MCP client session talks to its own app session. The command line
+does the same: ``trio-agents mcp-server TARGET`` (stdio) or ``--http`` (streamable HTTP).
+"""
+
+from __future__ import annotations
+
+from ._serve import mcp_server_for as mcp_server_for, serve as serve
+
+__all__ = ["mcp_server_for", "serve"]
