@@ -150,8 +150,8 @@ def test_run_command_reads_messages_from_stdin(
 @pytest.mark.parametrize(
     ("suffix", "message"),
     [
-        (":not_an_agent", "is not an agent (got int)"),
-        (":missing", "is not an agent (got NoneType)"),
+        (":not_an_agent", "'not_an_agent' is not a trio_agents agent or app (got int)"),
+        (":missing", "module 'cli_target_app' has no attribute 'missing'"),
     ],
 )
 def test_run_command_names_a_target_that_is_not_an_agent(
@@ -160,7 +160,7 @@ def test_run_command_names_a_target_that_is_not_an_agent(
     code, _ = _run_cli("run", agent_module + suffix, "-m", "x")
     assert code == 1
     err = capsys.readouterr().err
-    assert f"{agent_module + suffix!r} {message}" in err
+    assert f"error: ConfigurationError: {agent_module + suffix!r}: {message}\n" == err
 
 
 def test_run_command_reports_a_missing_module(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ second one stops waiting.
 
 from __future__ import annotations
 
+import errno
 import functools
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -16,6 +17,7 @@ import attrs
 import trio
 from starlette.applications import Starlette
 
+from .._errors import ConfigurationError
 from ..agents import BaseAgent
 from ..server import UI_PATH, UI_PUBLIC_PATHS, create_app, serve, ui_routes
 from ._services import Services, open_services
@@ -60,7 +62,9 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, signals, stop, nursery.cancel_scope, out)
-                urls: list[str] = await nursery.start(_serve_then_stop, server, nursery)
+                urls: list[str] = await nursery.start(
+                    _serve_then_stop, server, nursery, f"{options.host}:{options.port}"
+                )
                 _announce(sorted(apps), urls[0], options, out)
     print("stopped", file=out, flush=True)
 
@@ -81,12 +85,28 @@ def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) 
 async def _serve_then_stop(
     server: Callable[..., Awaitable[None]],
     nursery: trio.Nursery,
+    address: str,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``server``; once it has shut down, end the signal watcher too."""
-    await server(task_status=task_status)
+    try:
+        await server(task_status=task_status)
+    except* OSError as group:
+        raise _bind_error(group, address) from None
     nursery.cancel_scope.cancel(reason="the server stopped")
+
+
+def _bind_error(group: BaseExceptionGroup[OSError], address: str) -> Exception:
+    """The server could not listen: say where and why, on one line."""
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    if first.errno == errno.EADDRINUSE:
+        hint = "another process listens there; pick another --port, or 0 for any free one"
+        return ConfigurationError(f"cannot listen on {address}: address already in use; {hint}")
+    reason = first.strerror or str(first)
+    return ConfigurationError(f"cannot listen on {address}: {reason}")
 
 
 async def _on_signals(
