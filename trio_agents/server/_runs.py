@@ -82,15 +82,15 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
     fields = Fields(data)
     app_name = fields.text("appName") or default_app
     if not app_name:
+        fields.required("appName")  # names the key that was meant for it, if there is one
         raise HTTPError(422, "appName: field required")
     user_id = str(fields.text("userId", required=True))
     session_id = str(fields.text("sessionId", required=True))
-    message = fields.record("newMessage", Content)
-    if message is None:
-        raise HTTPError(422, "newMessage: field required (there is no paused run to resume)")
+    message = fields.record("newMessage", Content, required=True)
+    assert message is not None
     fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
     fields.text("functionCallEventId")  # calls through newMessage, so both are only checked
-    return RunPlan(
+    plan = RunPlan(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
@@ -100,6 +100,8 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
         streaming=fields.flag("streaming") and sse,
         detach=fields.choice("onDisconnect", ("cancel", "detach"), "cancel") == "detach",
     )
+    fields.check_unknown()
+    return plan
 
 
 # -- routes ----------------------------------------------------------------------------------------

@@ -76,9 +76,9 @@ class SessionRoutes:
         app_name, user_id = self._ids(request)
         fields = Fields(await read_json(request, limit=self.max_body_bytes))
         events = [_restored_event(item, index) for index, item in enumerate(fields.items("events"))]
-        session = await self._create(
-            app_name, user_id, fields.text("sessionId"), fields.mapping("state")
-        )
+        session_id, state = fields.text("sessionId"), fields.mapping("state")
+        fields.check_unknown()
+        session = await self._create(app_name, user_id, session_id, state)
         for event in events:
             await self.core.session_service.append_event(session, event)
         return json_response(session_json(session))
@@ -191,6 +191,7 @@ class SessionRoutes:
         part = fields.record("artifact", Part, required=True)
         assert part is not None
         fields.mapping("customMetadata")  # accepted for ADK clients; not stored
+        fields.check_unknown()
         try:
             check_filename(filename)
         except ConfigurationError as exc:
