@@ -29,7 +29,8 @@ Routes (JSON bodies camelCase, snake_case accepted; errors are ``{"detail": ...}
 SSE frames: ``id: <seq>`` + ``data: <event JSON>`` per event (seq = the event's position in the
 session's history; partial chunks carry the last committed one), then exactly one terminal frame:
 ``event: done``, ``event: cancelled`` or ``event: error`` with ``data: {"invocationId": ...}``
-(plus ``"error": {"type", "message"}``). A second run on a busy session gets 409 and stores nothing.
+(for ``error``, ADK's string form ``"error": "RuntimeError: boom"`` plus ``"errorDetails": {"type",
+"message"}``). A second run on a busy session gets 409 and stores nothing.
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
 

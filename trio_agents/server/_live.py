@@ -59,8 +59,9 @@ def terminal_frame(
     error: BaseException | None = None,
 ) -> Frame:
     data: dict[str, Any] = {"invocationId": invocation_id}
-    if error is not None:
-        data["error"] = {"type": type(error).__name__, "message": str(error)}
+    if error is not None:  # ADK's string form under "error"; the structured one under its own key
+        data["error"] = f"{type(error).__name__}: {error}"
+        data["errorDetails"] = {"type": type(error).__name__, "message": str(error)}
     return Frame(kind, dumps(data))
 
 

@@ -388,8 +388,7 @@ class _JsonCollector:
         headers = {OUTCOME_HEADER: terminal.kind}
         if terminal.kind == "error":
             data = json.loads(terminal.data)
-            error = data["error"]
-            body = {"detail": f"{error['type']}: {error['message']}", **data}
+            body = {"detail": data["error"], **data}
             return json_response(body, 500, headers=headers)
         text = "[" + ",".join(self.events) + "]"
         return Response(text.encode(), media_type="application/json", headers=headers)
