@@ -237,6 +237,11 @@ def api_server(ctx: click.Context, /, target: str, **options: Any) -> None:
 @debug_option
 @click.argument("target")
 @server_options
+@click.option(
+    "--adk-ui",
+    is_flag=True,
+    help="serve google-adk's own dev UI instead of trio_agents' (needs google-adk installed)",
+)
 @click.pass_context
 def web(ctx: click.Context, /, target: str, **options: Any) -> None:
     _serve(target, options, ui=True, out=_out(ctx))

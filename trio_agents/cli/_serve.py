@@ -16,10 +16,11 @@ from typing import TextIO
 import attrs
 import trio
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from .._errors import ConfigurationError
 from ..agents import BaseAgent
-from ..server import UI_PATH, UI_PUBLIC_PATHS, create_app, serve, ui_routes
+from ..server import UI_PATH, UI_PUBLIC_PATHS, adk_ui_routes, create_app, serve, ui_routes
 from ._services import Services, open_services
 
 __all__ = ["serve_apps"]
@@ -41,6 +42,7 @@ class ServeOptions:
     artifact_service: str = "memory://"
     memory_service: str | None = None
     ui: bool = False
+    adk_ui: bool = False
 
 
 async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: TextIO) -> None:
@@ -77,9 +79,16 @@ def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) 
         memory_service=services.memory,
         auth_token=options.auth_token,
         cors_origins=options.cors_origins,
-        extra_routes=ui_routes() if options.ui else (),
+        extra_routes=_ui(options),
         public_paths=UI_PUBLIC_PATHS if options.ui else (),
+        dev_routes=True,
     )
+
+
+def _ui(options: ServeOptions) -> list[BaseRoute]:
+    if not options.ui:
+        return []
+    return adk_ui_routes() if options.adk_ui else ui_routes()
 
 
 async def _serve_then_stop(
@@ -127,7 +136,8 @@ async def _on_signals(
 def _announce(names: list[str], url: str, options: ServeOptions, out: TextIO) -> None:
     print(f"serving {', '.join(names)} at {url}", file=out)
     if options.ui:
-        print(f"dev UI: {url}{UI_PATH}/", file=out)
+        which = "ADK's dev UI" if options.adk_ui else "dev UI"
+        print(f"{which}: {url}{UI_PATH}/", file=out)
     if options.auth_token:
         print("requests need 'Authorization: Bearer <token>'", file=out)
     print("Ctrl-C to stop", file=out, flush=True)
