@@ -149,7 +149,8 @@ class TraceRecorder(BasePlugin):
         if run is None:
             return
         for span in [*run.models.values(), *run.tools.values()]:
-            self._finish(run, span, error or "cancelled")
+            if span.end_time is None:
+                self._finish(run, span, error or "cancelled")
         for stack in run.agents.values():
             for span in reversed(stack):
                 self._finish(run, span, error or "cancelled")
