@@ -475,10 +475,17 @@ class Runner:
         new_message: Content | str | None = None,
         state_delta: Mapping[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        auto_create_session: bool = False,
     ) -> list[Event]:
-        """Run one invocation to completion under ``trio.run`` and return its events."""
+        """Run one invocation to completion under ``trio.run`` and return its events.
+
+        With ``auto_create_session=True`` a missing session is created first (empty state), so a
+        script or a notebook needs no async code at all.
+        """
 
         async def collect() -> list[Event]:
+            if auto_create_session:
+                await self._ensure_session(user_id, session_id)
             async with self.run(
                 user_id=user_id,
                 session_id=session_id,
@@ -489,6 +496,11 @@ class Runner:
                 return [event async for event in events]
 
         return trio.run(collect)
+
+    async def _ensure_session(self, user_id: str, session_id: str) -> None:
+        where = {"app_name": self.app_name, "user_id": user_id, "session_id": session_id}
+        if await self.session_service.get_session(**where) is None:
+            await self.session_service.create_session(**where)
 
     def _histories_of(self, session: Session) -> dict[tuple[str, str | None], Any]:
         """The LLM-history cache of ``session`` (kept for the most recent sessions only)."""
@@ -659,6 +671,12 @@ class InMemoryRunner(Runner):
         plugins: Sequence[BasePlugin] = (),
         **kwargs: Any,
     ) -> None:
+        if "session_service" in kwargs:
+            raise ConfigurationError(
+                "InMemoryRunner makes its own InMemorySessionService and takes no "
+                "session_service; for another one use Runner(agent=..., app_name=..., "
+                "session_service=...)"
+            )
         super().__init__(
             agent=agent,
             app_name=app_name,
