@@ -1,4 +1,4 @@
-"""The floors: each workload's communication pattern with nothing else (WORKLOADS.md, Floors).
+"""The floors: each workload's communication pattern with nothing else (docs/benchmarks/workloads.md, Floors).
 
 An event is a tuple, a commit is ``list.append`` plus ``dict.update``; no validation, no copies.
 
