@@ -5,9 +5,9 @@ one machine: the floors and trio_agents under this interpreter, google-adk under
 given with ``--adk-python`` (a separate virtualenv with ``google-adk==2.13.0``; without the
 option, this interpreter is used if it can import google-adk, else google-adk is skipped). The
 table (medians with min–max, ratios to the floor and to google-adk, the targets of
-``docs/benchmarks/workloads.md``) is printed and written as JSON and Markdown to ``benchmarks/results/``,
-with PNG charts when matplotlib is importable. Timings are never asserted; a failing
-correctness check aborts the run.
+``docs/benchmarks/workloads.md``) is printed and written as JSON and Markdown to
+``benchmarks/results/``, with PNG charts when matplotlib is importable. Timings are never
+asserted; a failing correctness check aborts the run.
 """
 
 from __future__ import annotations

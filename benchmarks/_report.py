@@ -114,8 +114,8 @@ def more_table(results: Results) -> list[str]:
 
 SMOKE = (
     "**Smoke run (`--quick`)**: tiny sizes check that every workload runs and passes its checks. "
-    "The figures are not measurements and no target is judged (every one reads \"not "
-    "measured\"); run without `--quick` to measure."
+    'The figures are not measurements and no target is judged (every one reads "not '
+    'measured"); run without `--quick` to measure.'
 )
 
 

@@ -169,18 +169,19 @@ def run(
     )
 
 
-async def _session(runner: Runner, user_id: str, session_id: str | None) -> str:
+async def _session(runner: Runner, user_id: str, session_id: str | None) -> tuple[str, int]:
+    """The session to run on (created if missing) and how many events it already holds."""
     svc = runner.session_service
     if session_id is not None:
         found = await svc.get_session(
             app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         if found is not None:
-            return found.id
+            return found.id, len(found.events)
     created = await svc.create_session(
         app_name=runner.app_name, user_id=user_id, session_id=session_id
     )
-    return created.id
+    return created.id, 0
 
 
 def _runner(app_name: str, agent: BaseAgent, services: Services) -> Runner:
@@ -211,16 +212,16 @@ async def _run(
         ) as services,
         _runner(app_name, agent, services) as runner,
     ):
-        sid = await _session(runner, user_id, session_id)
+        sid, index = await _session(runner, user_id, session_id)  # numbers: places in history
         if interactive:
             await chat(runner, user_id=user_id, session_id=sid, console=Console(file=out))
             return
-        index = 0
         for message in messages:
             print(f"> user: {message}", file=out)
+            index += 1  # the message is stored too
             async with runner.run(user_id=user_id, session_id=sid, new_message=message) as events:
                 async for event in events:
-                    index += 1
+                    index += 0 if event.partial else 1
                     print(format_event(index, event), file=out)
 
 
