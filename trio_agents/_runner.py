@@ -498,9 +498,10 @@ class Runner:
         return trio.run(collect)
 
     async def _ensure_session(self, user_id: str, session_id: str) -> None:
-        where = {"app_name": self.app_name, "user_id": user_id, "session_id": session_id}
-        if await self.session_service.get_session(**where) is None:
-            await self.session_service.create_session(**where)
+        service, app_name = self.session_service, self.app_name
+        if await service.get_session(app_name=app_name, user_id=user_id, session_id=session_id):
+            return
+        await service.create_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     def _histories_of(self, session: Session) -> dict[tuple[str, str | None], Any]:
         """The LLM-history cache of ``session`` (kept for the most recent sessions only)."""
