@@ -499,7 +499,8 @@ class Runner:
 
     async def _ensure_session(self, user_id: str, session_id: str) -> None:
         service, app_name = self.session_service, self.app_name
-        if await service.get_session(app_name=app_name, user_id=user_id, session_id=session_id):
+        found = await service.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
+        if found is not None:
             return
         await service.create_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
