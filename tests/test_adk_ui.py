@@ -156,6 +156,9 @@ def test_adk_s_dev_ui_chats_draws_the_graph_traces_and_shows_errors(
         assert 'get_weather("Oslo")' in page.text()
         assert "State: last_city" in page.text()
         page.wait(lambda: {"weather", "get_weather"} <= page.graph_labels(), "the agent graph")
+        page.click_text("Sunny in Oslo.")  # the event's details name its node
+        page.click_text("info")  # the event's Info tab (an icon)
+        page.shows("weather@1")
 
         page.click_text("Traces")
         page.shows("generate_content scripted")

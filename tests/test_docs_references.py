@@ -127,7 +127,9 @@ def test_every_cited_rule_id_is_explained() -> None:
 
 
 def test_every_cited_architecture_section_exists() -> None:
-    sections = set(re.findall(r"^## §(\d+) ", (ROOT / "docs" / "architecture.md").read_text(), re.M))
+    sections = set(
+        re.findall(r"^## §(\d+) ", (ROOT / "docs" / "architecture.md").read_text(), re.M)
+    )
     cited = {(where, n) for where, text in _cited_texts() for n in SECTION.findall(text)}
     assert sorted((where, n) for where, n in cited if n not in sections) == []
 

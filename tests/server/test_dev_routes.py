@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -11,7 +12,15 @@ from hypothesis import given, settings, strategies as st
 
 from tests.server.conftest import Start
 from tests.server.helpers import weather_agent
-from trio_agents import InMemoryRunner, LlmAgent, SequentialAgent
+from trio_agents import (
+    BaseAgent,
+    Content,
+    Event,
+    InMemoryRunner,
+    InvocationContext,
+    LlmAgent,
+    SequentialAgent,
+)
 from trio_agents.server import TraceRecorder, create_app
 from trio_agents.server._graph import dot_source, find_node, node_path
 from trio_agents.sessions import InMemorySessionService
@@ -173,6 +182,52 @@ async def test_an_event_s_trace_is_its_span_s_attributes(
     missing = await client.get(url + DEV + "/debug/trace/no-such-event")
     assert (missing.status_code, missing.json()) == (404, {"detail": "Trace not found"})
     assert (await client.get(url + DEV + "/debug/trace/session/other")).json() == []
+
+
+async def test_events_over_http_carry_their_author_s_node_path(
+    url: str, client: httpx.AsyncClient
+) -> None:
+    events = await _run(client, url)
+    assert [e["nodeInfo"] for e in events] == [{"path": "weather@1"}] * 3
+    stored = (await client.get(f"{url}{S}/s1")).json()["events"]
+    assert [e.get("nodeInfo") for e in stored] == [None, *[{"path": "weather@1"}] * 3]
+    body = {
+        "appName": "weather",
+        "userId": "u1",
+        "sessionId": "s1",
+        "newMessage": {"role": "user", "parts": [{"text": "again"}]},
+    }
+    async with client.stream("POST", url + "/run_sse", json=body) as response:
+        lines = [line async for line in response.aiter_lines() if line.startswith("data: {")]
+    paths = [json.loads(line[6:]).get("nodeInfo") for line in lines]
+    assert paths[:-1] == [{"path": "weather@1"}] * 3  # the terminal frame has none
+    assert paths[-1] is None
+
+
+async def test_nested_agents_get_nested_paths(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    billing = Echo(name="billing")
+    app = create_app(
+        {"shop": SequentialAgent(name="front", sub_agents=[billing])},
+        session_service=InMemorySessionService(),
+        dev_routes=True,
+    )
+    url = await start_server(app)
+    await client.post(url + "/apps/shop/users/u/sessions", json={"sessionId": "s"})
+    body = {
+        "appName": "shop",
+        "userId": "u",
+        "sessionId": "s",
+        "newMessage": {"role": "user", "parts": [{"text": "hi"}]},
+    }
+    events = (await client.post(url + "/run", json=body)).json()
+    assert [e["nodeInfo"]["path"] for e in events] == ["front@1/billing@1"]
+
+
+class Echo(BaseAgent):
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        await ctx.emit(Event(content=Content.from_text("ok", role="model")))
 
 
 def _runner(recorder: TraceRecorder) -> InMemoryRunner:

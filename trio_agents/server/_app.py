@@ -77,7 +77,9 @@ def create_app(
             ``*`` opens every path it prefixes (for a UI's static files: see :func:`ui_routes`).
         dev_routes: also serve what ADK's own dev UI calls besides the API (the agent graph,
             per-session traces recorded by a bounded in-memory plugin, telemetry consent, empty
-            eval lists, 501 for the rest); for development, not production: traces hold prompts.
+            eval lists, 501 for the rest), and give events served over HTTP ``nodeInfo.path``
+            (their author's place in the agent tree); for development, not production: traces
+            hold prompts.
     """
     if max_body_bytes <= 0 or max_detached_runs < 0:
         raise ConfigurationError("max_body_bytes must be > 0 and max_detached_runs >= 0")
@@ -110,6 +112,7 @@ def create_app(
         exception_handlers={HTTPError: _http_error, HTTPException: _starlette_error},
         lifespan=_lifespan_of(core),
     )
+    core.node_info = dev_routes
     app.state.core = core
     return app
 

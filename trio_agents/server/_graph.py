@@ -7,11 +7,16 @@ names from the root joined with ``/`` (``coordinator/billing``), the form events
 
 from __future__ import annotations
 
+import json
+import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from ..agents import BaseAgent
 
-__all__ = ["agent_json", "dot_source", "find_node", "node_path"]
+__all__ = ["agent_json", "dot_source", "find_node", "node_path", "node_paths", "with_node_info"]
+
+_PATHS: weakref.WeakKeyDictionary[BaseAgent, dict[str, str]] = weakref.WeakKeyDictionary()
 
 _THEMES = {
     False: {"bg": "#FFFFFF", "fill": "#F1F5F9", "text": "#0F172A", "line": "#64748B"},
@@ -64,6 +69,29 @@ def node_path(agent: BaseAgent) -> str:
         names.append(f"{node.name}@1")
         node = node.parent_agent
     return "/".join(reversed(names))
+
+
+def node_paths(root: BaseAgent) -> Mapping[str, str]:
+    """Agent name → ``nodeInfo.path`` for every agent under ``root`` (computed once per tree)."""
+    paths = _PATHS.get(root)
+    if paths is None:
+        paths = _PATHS[root] = {}
+        stack = [root]
+        while stack:
+            agent = stack.pop()
+            paths.setdefault(agent.name, node_path(agent))
+            stack.extend(agent.sub_agents)
+    return paths
+
+
+def with_node_info(event_json: str, path: str | None) -> str:
+    """An event's JSON text with ``"nodeInfo": {"path": path}`` added (as is without a path).
+
+    The server adds it when it serializes an event for HTTP; events themselves carry no node.
+    """
+    if not path or not event_json.endswith("}"):
+        return event_json
+    return f'{event_json[:-1]},"nodeInfo":{{"path":{json.dumps(path)}}}}}'
 
 
 def _quoted(text: str) -> str:

@@ -198,16 +198,29 @@ def parse_record(value: Any, cls: type[T], where: str) -> T:
         raise HTTPError(422, str(exc)) from exc
 
 
-def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any]:
-    """A session as ADK writes it: ``{id, appName, userId, state, events, lastUpdateTime}``."""
+def session_json(
+    session: Session, *, with_events: bool = True, paths: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A session as ADK writes it: ``{id, appName, userId, state, events, lastUpdateTime}``.
+
+    ``paths`` (agent name → node path) adds each event's ``nodeInfo``, as ADK's dev UI reads it.
+    """
     return {
         "id": session.id,
         "appName": session.app_name,
         "userId": session.user_id,
         "state": session.state,
-        "events": [event.to_dict() for event in session.events] if with_events else [],
+        "events": [_event_json(e, paths) for e in session.events] if with_events else [],
         "lastUpdateTime": session.last_update_time,
     }
+
+
+def _event_json(event: Any, paths: Mapping[str, str] | None) -> dict[str, Any]:
+    data: dict[str, Any] = event.to_dict()
+    path = paths.get(event.author) if paths else None
+    if path:
+        data["nodeInfo"] = {"path": path}
+    return data
 
 
 class BearerAuth:

@@ -197,6 +197,7 @@ async def start_run(
     core = routes.core
     runner = core.runner(plan.app_name)
     live = LiveRun(plan.key, primary)
+    live.paths = core.node_paths(plan.app_name)
     release = _reserve_detached(core) if plan.detach else _nothing
     owner = core.nursery if plan.detach else nursery
     assert owner is not None
@@ -519,6 +520,7 @@ async def _replay(
     if session is None:
         return after, None
     events = session.events
+    paths = core.node_paths(app_name)
     for index in range(after, len(events)):
-        await send(event_frame(events[index], index + 1))
+        await send(event_frame(events[index], index + 1, paths))
     return max(after, len(events)), (events[-1].invocation_id if events else None)
