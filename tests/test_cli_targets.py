@@ -6,6 +6,7 @@ Every test runs the installed ``trio-agents`` script as a subprocess, from the p
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -255,3 +256,29 @@ def test_a_missing_extra_is_one_line(project: Path) -> None:
         "error: this command needs the 'server' extra (starlette is not installed): "
         "pip install 'trio_agents[server]'"
     ]
+
+
+def test_adk_ui_without_google_adk_is_one_line(project: Path) -> None:
+    hide_google = (
+        "import sys; sys.modules['google'] = None; "
+        "from trio_agents._main import main; sys.exit(main())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide_google, "web", "my_app", "--adk-ui", "--port", "0"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert _one_line_error(result) == (
+        "error: ConfigurationError: ADK's dev UI comes with google-adk, which is not installed: "
+        "pip install 'trio_agents[adk-ui]'"
+    )
+
+
+def test_a_continued_session_numbers_on_from_its_history(project: Path) -> None:
+    store = ["--session-service", "sqlite:///chat.db", "--session-id", "s1"]
+    first = _cli(project, "run", "my_app", "-m", "one", *store)
+    second = _cli(project, "run", "my_app", "-m", "two", "-m", "three", *store)
+    numbers = [re.findall(r"^\s*(\d+)  mine$", r.stdout, re.MULTILINE) for r in (first, second)]
+    assert numbers == [["2"], ["4", "6"]]  # each user message takes a place too
