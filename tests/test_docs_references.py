@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import trio_agents
+from tests.test_exports import PUBLIC_NAMESPACES
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -44,18 +45,7 @@ FOREIGN = re.compile(
     r"ADK-SEMANTICS|STYLE-ANCHORS|USER-ASKS|PEER-FIGURES|WORKLOADS\.md|\.\./shared|"
     r"\b[Ii]ssues? #?\d+"
 )
-PUBLIC_MODULES = [
-    "trio_agents.agents",
-    "trio_agents.artifacts",
-    "trio_agents.cli",
-    "trio_agents.memory",
-    "trio_agents.models",
-    "trio_agents.plugins",
-    "trio_agents.server",
-    "trio_agents.sessions",
-    "trio_agents.testing",
-    "trio_agents.tools",
-]
+PUBLIC_MODULES = [name for name in PUBLIC_NAMESPACES if name != "trio_agents"]
 
 
 def _sources() -> list[Path]:

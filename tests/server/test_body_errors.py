@@ -65,9 +65,13 @@ async def url(start_server: Start, client: httpx.AsyncClient) -> str:
 async def test_a_misspelt_run_field_is_named_with_the_close_match(
     url: str, client: httpx.AsyncClient, route: str, body: dict[str, Any], detail: str
 ) -> None:
-    response = await client.post(url + route, json=body)
-    assert (response.status_code, response.json()) == (422, {"detail": detail})
+    await _refused(client, url + route, body, detail)
     assert (await client.get(f"{url}{S}/s1")).json()["events"] == []
+
+
+async def _refused(client: httpx.AsyncClient, url: str, body: Any, detail: str) -> None:
+    response = await client.post(url, json=body)
+    assert (response.status_code, response.json()) == (422, {"detail": detail})
 
 
 async def test_the_run_body_of_adk_s_dev_ui_with_extra_keys_is_accepted(
@@ -108,8 +112,7 @@ async def test_the_run_body_of_adk_s_dev_ui_with_extra_keys_is_accepted(
 async def test_misspelt_fields_of_other_bodies_are_named(
     url: str, client: httpx.AsyncClient, path: str, body: dict[str, Any], detail: str
 ) -> None:
-    response = await client.post(url + path, json=body)
-    assert (response.status_code, response.json()) == (422, {"detail": detail})
+    await _refused(client, url + path, body, detail)
 
 
 async def test_a_session_body_with_adk_s_extra_keys_is_accepted(
