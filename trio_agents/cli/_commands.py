@@ -18,7 +18,7 @@ from ._chat import chat
 from ._load import load_agents
 from ._services import Services, open_services
 
-__all__ = ["CliState", "cli"]
+__all__ = ["cli"]
 
 
 @attrs.define

@@ -82,7 +82,7 @@ def _memory_service(uri: str | None) -> Any:
     raise ConfigurationError(f"unknown memory service URI {uri!r} (memory://, sqlite:///)")
 
 
-STARTUP_CHECK_APP = "trio-agents-startup-check"
+STARTUP_CHECK_APP = "trio_agents_startup_check"
 """The app name of the read that checks a session store opens (no such app is ever written)."""
 
 

@@ -58,9 +58,9 @@ from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_rout
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "TraceRecorder",
     "UI_PATH",
     "UI_PUBLIC_PATHS",
-    "TraceRecorder",
     "adk_ui_routes",
     "create_app",
     "serve",

@@ -25,7 +25,7 @@ from ._graph import agent_json, dot_source, find_node
 from ._http import Fields, HTTPError, json_response, read_json
 from ._traces import TraceRecorder
 
-__all__ = ["DevRoutes"]
+__all__: list[str] = []  # the routes are reached through create_app(dev_routes=True)
 
 DEV = "/dev/apps/{app_name}"
 
