@@ -485,7 +485,14 @@ class Runner:
 
         async def collect() -> list[Event]:
             if auto_create_session:
-                await self._ensure_session(user_id, session_id)
+                service, app_name = self.session_service, self.app_name
+                found = await service.get_session(
+                    app_name=app_name, user_id=user_id, session_id=session_id
+                )
+                if found is None:
+                    await service.create_session(
+                        app_name=app_name, user_id=user_id, session_id=session_id
+                    )
             async with self.run(
                 user_id=user_id,
                 session_id=session_id,
@@ -496,13 +503,6 @@ class Runner:
                 return [event async for event in events]
 
         return trio.run(collect)
-
-    async def _ensure_session(self, user_id: str, session_id: str) -> None:
-        service, app_name = self.session_service, self.app_name
-        found = await service.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        if found is not None:
-            return
-        await service.create_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     def _histories_of(self, session: Session) -> dict[tuple[str, str | None], Any]:
         """The LLM-history cache of ``session`` (kept for the most recent sessions only)."""
