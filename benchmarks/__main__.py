@@ -5,9 +5,9 @@ one machine: the floors and trio_agents under this interpreter, google-adk under
 given with ``--adk-python`` (a separate virtualenv with ``google-adk==2.13.0``; without the
 option, this interpreter is used if it can import google-adk, else google-adk is skipped). The
 table (medians with min–max, ratios to the floor and to google-adk, the targets of
-``bench/PEER-FIGURES.md``) is printed and written as JSON and Markdown to ``benchmarks/results/``,
-with PNG charts when matplotlib is importable. Timings are never asserted; a failing
-correctness check aborts the run.
+``docs/benchmarks/workloads.md``) is printed and written as JSON and Markdown to
+``benchmarks/results/``, with PNG charts when matplotlib is importable. Timings are never
+asserted; a failing correctness check aborts the run.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _meta(args: argparse.Namespace, versions: dict[str, Any], stamp: str) -> dic
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "trio_agents commit": _git("rev-parse", "--short", "HEAD") + dirty,
         "versions": versions,
-        "mode": "quick (tiny sizes)" if args.quick else "full",
+        "mode": "smoke run (--quick: tiny sizes, nothing measured)" if args.quick else "full",
         "runs": args.runs,
         "command": "python -m benchmarks " + " ".join(sys.argv[1:]),
     }
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_charts:
         charts = _charts(json_file, args.charts or args.out / f"charts-{stamp}", adk)
     links = [os.path.relpath(chart, args.out) for chart in charts]
-    report = render(meta, last, verdicts, links)
+    report = render(meta, last, verdicts, links, smoke=args.quick)
     md_file = base.with_suffix(".md")
     md_file.write_text(report, encoding="utf-8")
     shutil.copyfile(json_file, args.out / "latest.json")

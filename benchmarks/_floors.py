@@ -1,4 +1,6 @@
-"""The floors: each workload's communication pattern with nothing else (WORKLOADS.md, Floors).
+"""The floors: each workload's communication pattern with nothing else.
+
+Their list is in ``docs/benchmarks/workloads.md`` ("The floors").
 
 An event is a tuple, a commit is ``list.append`` plus ``dict.update``; no validation, no copies.
 

@@ -1,4 +1,6 @@
-"""Sampling rules of WORKLOADS.md, shared by every implementation (standard library only).
+"""Sampling rules of ``docs/benchmarks/workloads.md``, shared by every implementation.
+
+Standard library only.
 
 Each sample runs in a fresh event loop (``trio.run`` or ``asyncio.run``) after ``gc.collect()``;
 the first case of a workload gets one untimed warm-up run; memory is measured in one more untimed
@@ -21,13 +23,13 @@ Sample = Callable[[], Awaitable[dict[str, float]]]
 LoopRunner = Callable[[Sample], dict[str, float]]
 """Runs a sample in a fresh event loop (``trio.run`` or ``asyncio.run`` adapted)."""
 Result = dict[str, Any]
-"""One case of one implementation, in the result-file shape of WORKLOADS.md."""
+"""One case of one implementation, in the result-file shape of docs/benchmarks/workloads.md."""
 
 SAMPLES = 5
 
 
 class CheckFailed(AssertionError):
-    """A correctness check of a workload failed: the benchmark is aborted (WORKLOADS.md)."""
+    """A correctness check of a workload failed: the benchmark is aborted."""
 
 
 def check(condition: bool, message: str) -> None:
@@ -84,7 +86,7 @@ def result(
     metrics: dict[str, dict[str, Any]],
     notes: str = "",
 ) -> Result:
-    """A result record (the shape WORKLOADS.md asks every harness to write)."""
+    """A result record (the shape docs/benchmarks/workloads.md asks every harness to write)."""
     return {
         "workload": workload,
         "case": case,
@@ -146,8 +148,7 @@ def repeated(
     """A sample that repeats a short floor case in one loop until it lasts ``min_seconds``.
 
     ``run_once`` returns its window in seconds; the sample reports the mean window divided by
-    ``units``, in microseconds, as ``metric`` (WORKLOADS.md: short floor cases are repeated
-    inside one event loop until a sample lasts at least 0.2 s, and averaged).
+    ``units``, in microseconds, as ``metric``.
     """
 
     async def sample() -> dict[str, float]:

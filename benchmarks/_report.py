@@ -112,8 +112,20 @@ def more_table(results: Results) -> list[str]:
     return lines
 
 
-def targets_table(runs: list[list[tuple[Target, float | None, bool | None]]]) -> list[str]:
-    """The targets with the value measured in each run and how many runs met them."""
+SMOKE = (
+    "**Smoke run (`--quick`)**: tiny sizes check that every workload runs and passes its checks. "
+    'The figures are not measurements and no target is judged (every one reads "not '
+    'measured"); run without `--quick` to measure.'
+)
+
+
+def targets_table(
+    runs: list[list[tuple[Target, float | None, bool | None]]], *, judged: bool = True
+) -> list[str]:
+    """The targets with the value measured in each run and how many runs met them.
+
+    Unless ``judged``, values are shown without a verdict: a smoke run measures nothing.
+    """
     header = "| wl | target | " + " | ".join(f"run {i + 1}" for i in range(len(runs)))
     lines = [header + " | met |", "|---|---|" + "---|" * len(runs) + "---|"]
     for index, (target, _, _) in enumerate(runs[0]):
@@ -126,8 +138,8 @@ def targets_table(runs: list[list[tuple[Target, float | None, bool | None]]]) ->
             measured += 1
             met += bool(ok)
             shown = f"{value:.2f}" if target.unit == "x" else _num(value)
-            cells.append(f"{shown} {'✅' if ok else '❌'}")
-        verdict = f"{met}/{measured}" if measured else "not measured"
+            cells.append(f"{shown} {'✅' if ok else '❌'}" if judged else shown)
+        verdict = f"{met}/{measured}" if measured and judged else "not measured"
         lines.append(
             f"| {target.workload} | {target.describe()} | {' | '.join(cells)} | {verdict} |"
         )
@@ -145,9 +157,16 @@ def render(
     results: Results,
     runs: list[list[tuple[Target, float | None, bool | None]]],
     charts: list[str],
+    *,
+    smoke: bool = False,
 ) -> str:
-    """The Markdown report: machine, main table, targets, more metrics, charts."""
+    """The Markdown report: machine, main table, targets, more metrics, charts.
+
+    A ``smoke`` run (``--quick``) says so first and judges no target.
+    """
     lines = ["# Benchmarks: trio_agents, the Trio floors and google-adk", ""]
+    if smoke:
+        lines += [SMOKE, ""]
     lines += [f"- {key}: {value}" for key, value in meta.items()]
     lines += ["", "## Results (medians of 5 samples, min–max in brackets; last run)", ""]
     lines += main_table(results)
@@ -158,10 +177,10 @@ def render(
         "update; `trio.sqlite3-thread`: one connection, fsync). Ratios are of medians from this "
         "run: ours ÷ floor (lower is better), ADK ÷ ours (higher is better).",
         "",
-        "## Targets (PEER-FIGURES.md)",
+        "## Targets (docs/benchmarks/workloads.md)",
         "",
     ]
-    lines += targets_table(runs)
+    lines += targets_table(runs, judged=not smoke)
     extra = notes(results)
     if extra:
         lines += ["", "## Notes", "", *extra]

@@ -1,8 +1,8 @@
-"""The targets of ``bench/PEER-FIGURES.md``, evaluated on one run's results (never asserted).
+"""The targets of ``docs/benchmarks/workloads.md``, evaluated on one run's results (never asserted).
 
 Floor ratios are taken at each workload's headline case (W1 n=1000, W2 both cases, W3 K=1000,
 W4 M=1000, W6 every size, W8 every K); "flat" means the large case costs at most the stated
-factor times the small one per unit (1.3x where PEER-FIGURES only says "flat").
+factor times the small one per unit (1.3x where a target only says "flat").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The workloads W1-W8 on trio_agents (definitions: ``bench/WORKLOADS.md``)."""
+"""The workloads W1-W8 on trio_agents (definitions: ``docs/benchmarks/workloads.md``)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,15 @@ def test_one_command_joins_floors_and_trio_agents_and_writes_the_report(tmp_path
     assert done.returncode == 0, done.stderr
     assert "| W1 | n=100 | us_per_event |" in done.stdout
     assert "`trio.chan`" in done.stdout
-    assert "## Targets (PEER-FIGURES.md)" in done.stdout
+    assert "## Targets (docs/benchmarks/workloads.md)" in done.stdout
+    assert done.stdout.startswith("# Benchmarks")
+    assert "**Smoke run (`--quick`)**" in done.stdout
+    targets = done.stdout.split("## Targets")[1].split("## More metrics")[0]
+    rows = [line for line in targets.splitlines() if line.startswith("| W")]
+    assert rows
+    assert all(row.endswith("| not measured |") for row in rows)
+    assert "❌" not in targets
+    assert "✅" not in targets
     data = json.loads((tmp_path / "latest.json").read_text())
     impls = {(r["workload"], r["impl"]) for r in data["results"]}
     assert {("W1", "trio_agents"), ("W1", "trio.chan"), ("W1", "trio.gen")} <= impls

@@ -150,8 +150,8 @@ def test_run_command_reads_messages_from_stdin(
 @pytest.mark.parametrize(
     ("suffix", "message"),
     [
-        (":not_an_agent", "is not an agent (got int)"),
-        (":missing", "is not an agent (got NoneType)"),
+        (":not_an_agent", "'not_an_agent' is not a trio_agents agent or app (got int)"),
+        (":missing", "module 'cli_target_app' has no attribute 'missing'"),
     ],
 )
 def test_run_command_names_a_target_that_is_not_an_agent(
@@ -160,7 +160,7 @@ def test_run_command_names_a_target_that_is_not_an_agent(
     code, _ = _run_cli("run", agent_module + suffix, "-m", "x")
     assert code == 1
     err = capsys.readouterr().err
-    assert f"{agent_module + suffix!r} {message}" in err
+    assert f"error: ConfigurationError: {agent_module + suffix!r}: {message}\n" == err
 
 
 def test_run_command_reports_a_missing_module(capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,12 +210,18 @@ def test_the_demo_persists_and_a_second_run_continues(tmp_path: Path) -> None:
     code, second = _run_cli("demo", "--db", db)
     assert code == 0
     assert "continuing session 'demo'" in second
-    assert "remembered: {'user:last_city': 'Paris'}" in second
+    assert 'user: state {"user:last_city": "Paris"}' in second
     assert 'memory: user said "I\'d like a refund of 30 euros."' in second  # SQLite memory
     assert "draft_version = 4" in second  # the loop picked up where the last run stopped
     before = [int(n) for n in re.findall(r"stored events: (\d+)", first)]
     after = [int(n) for n in re.findall(r"stored events: (\d+)", second)]
     assert before == [11, 10]
     assert after[0] > 11 and after[1] > 10  # the same sessions, continued
+    for output, stored in [(first, before), (second, after)]:  # numbers: places in the history
+        demos = output.split("== ")[1:]
+        last = [int(re.findall(r"^\s*(\d+)  \S", d, re.MULTILINE)[-1]) for d in demos]
+        assert last == stored
+    assert second.count("memory: billing said") <= 1  # no repeats, however often it was filed
+    assert '(function response: request_refund_approval -> {"approved": true})' in first
     # routing: the assistant's next turn first goes to billing, who was talking (R-XFER-8)
     assert "transfer to concierge" in second

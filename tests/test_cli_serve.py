@@ -148,7 +148,7 @@ def test_ctrl_c_cancels_a_streaming_run_which_ends_with_its_terminal_frame() -> 
 
 def test_a_bad_target_fails_before_serving(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["api-server", "no_such_module_here:agent"]) == 1
-    assert "cannot import 'no_such_module_here'" in capsys.readouterr().err
+    assert "no module 'no_such_module_here'" in capsys.readouterr().err
 
 
 def test_without_the_server_extra_the_commands_say_what_to_install(

@@ -1,7 +1,6 @@
 """The dev UI of ``trio-agents web`` end to end, in headless Chromium driven by Selenium.
 
-Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them); nothing is downloaded
-at test time. Without Chromium the test is skipped, except under CI, where it fails.
+Headless Chromium as :mod:`tests.chromium` sets it up (skipped without it, except under CI).
 Set ``TRIO_AGENTS_DEV_UI_SCREENSHOT=docs/dev-ui.png`` to save the README's screenshot.
 """
 
@@ -9,54 +8,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
+from .chromium import chromium
 from .serving import APPS, served
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1440,900",
-]
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        missing = "Debian's chromium and chromium-driver are not installed (.ci/run installs them)"
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
-        options.add_argument(flag)
-    service = Service(executable_path=str(CHROMEDRIVER))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SE_OFFLINE", "true")  # selenium-manager must never download anything
-        driver = webdriver.Chrome(options=options, service=service)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Page:

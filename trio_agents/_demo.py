@@ -87,15 +87,29 @@ def format_event(index: int, event: Event) -> str:
     return "\n".join([head, *(f"       {line}" for line in details)])
 
 
+def describe_message(message: Content | str) -> str:
+    """A user message as the timeline shows it: its text, or the function responses it carries."""
+    if isinstance(message, str):
+        return message
+    answers = [
+        f"{p.function_response.name} -> {_short(dict(p.function_response.response))}"
+        for p in message.parts
+        if p.function_response is not None
+    ]
+    return message.text or f"(function response: {'; '.join(answers)})"
+
+
 async def _turn(
     runner: Runner, session_id: str, message: Content | str, out: TextIO, counter: list[int]
 ) -> list[Event]:
-    shown = message if isinstance(message, str) else message.text or "(function response)"
-    print(f"\n> user: {shown}", file=out)
+    """One turn; ``counter`` is the number of stored events, so numbers go on across turns."""
+    print(f"\n> user: {describe_message(message)}", file=out)
+    counter[0] += 1  # the user's message is stored too
     events: list[Event] = []
     async with runner.run(user_id=USER, session_id=session_id, new_message=message) as stream:
         async for event in stream:
-            counter[0] += 1
+            if not event.partial:
+                counter[0] += 1
             events.append(event)
             print(format_event(counter[0], event), file=out)
     return events
@@ -104,10 +118,11 @@ async def _turn(
 @contextlib.asynccontextmanager
 async def _demo_runner(
     agent: BaseAgent, app_name: str, db: str | None, out: TextIO
-) -> AsyncIterator[tuple[Runner, str]]:
-    """A Runner on a SQLite file (or in memory) and the demo's session, continued if stored.
+) -> AsyncIterator[tuple[Runner, list[int]]]:
+    """A Runner on a SQLite file (or in memory), and how many events the session ``demo`` holds.
 
-    Memory lives beside the sessions (``<db>-memory``); the session is added to it at the end.
+    The session is continued when stored. Memory lives beside the sessions (``<db>-memory``); the
+    session is filed in it at the end, so the next run can search it.
     """
     service: SessionService = SqliteSessionService(db) if db else InMemorySessionService()
     memory: MemoryService = SqliteMemoryService(f"{db}-memory") if db else InMemoryMemoryService()
@@ -120,8 +135,8 @@ async def _demo_runner(
     )
     try:
         async with runner:
-            await _open_session(service, memory, app_name, db, out)
-            yield runner, "demo"
+            stored_before = await _open_session(service, memory, app_name, db, out)
+            yield runner, [stored_before]
             stored = await service.get_session(app_name=app_name, user_id=USER, session_id="demo")
             assert stored is not None
             await memory.add_session_to_memory(stored)
@@ -135,21 +150,27 @@ async def _demo_runner(
 
 async def _open_session(
     service: SessionService, memory: MemoryService, app_name: str, db: str | None, out: TextIO
-) -> None:
+) -> int:
+    """Create or continue the session ``demo``; say what it holds; return its event count."""
     session = await service.get_session(app_name=app_name, user_id=USER, session_id="demo")
     if session is None:
         await service.create_session(app_name=app_name, user_id=USER, session_id="demo")
         print(f"   new session 'demo'{f' in {db}' if db else ''}", file=out)
-        return
-    remembered = {k: v for k, v in session.state.items() if k.startswith("user:")}
+        return 0
+    user_state = {k: v for k, v in session.state.items() if k.startswith("user:")}
+    shown = _short(user_state, 100) if user_state else "none"
     print(
-        f"   continuing session 'demo' in {db}: {len(session.events)} events stored; "
-        f"remembered: {remembered or 'nothing'}",
+        f"   continuing session 'demo' in {db}: {len(session.events)} events stored "
+        f"(numbering goes on from there); user: state {shown}",
         file=out,
     )
     found = await memory.search_memory(app_name=app_name, user_id=USER, query="refund")
-    for entry in found.memories[:2]:
-        print(f"   memory: {entry.author} said {entry.content.text!r}", file=out)
+    said = list(dict.fromkeys((e.author, e.content.text) for e in found.memories))[:2]
+    if said:
+        print('   memory (past sessions filed in memory; a search for "refund"):', file=out)
+    for author, text in said:
+        print(f"   memory: {author} said {_short(text, 100)}", file=out)
+    return len(session.events)
 
 
 async def _print_state(runner: Runner, session_id: str, out: TextIO) -> None:
@@ -395,18 +416,19 @@ def assistant_app(model: str | None = None) -> LlmAgent:
 
 async def _run_workflow(out: TextIO, db: str | None = None) -> None:
     print("== workflow: gather (parallel) -> refine (loop) -> publish (sequential)", file=out)
-    async with _demo_runner(workflow_app(), "demo-workflow", db, out) as (runner, session_id):
-        await _turn(runner, session_id, "Prepare today's briefing.", out, [0])
-        await _print_state(runner, session_id, out)
+    async with _demo_runner(workflow_app(), "demo-workflow", db, out) as (runner, counter):
+        await _turn(runner, "demo", "Prepare today's briefing.", out, counter)
+        await _print_state(runner, "demo", out)
 
 
 async def _run_assistant(out: TextIO, db: str | None = None) -> None:
     model = os.environ.get(MODEL_ENV) or None
     print("== assistant: tools, AgentTool, transfer, long-running approval", file=out)
-    print(f"   model: {model or 'offline scripted model'} (set {MODEL_ENV})", file=out)
+    offline = f"offline scripted model (set {MODEL_ENV} for a real one)"
+    print(f"   model: {model or offline}", file=out)
     app = assistant_app(model)
-    async with _demo_runner(app, "demo-assistant", db, out) as (runner, session_id):
-        counter = [0]
+    async with _demo_runner(app, "demo-assistant", db, out) as (runner, counter):
+        session_id = "demo"
         await _turn(runner, session_id, "Weather in Paris, and what is 6 times 7?", out, counter)
         events = await _turn(runner, session_id, "I'd like a refund of 30 euros.", out, counter)
         waiting = [

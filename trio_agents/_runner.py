@@ -129,10 +129,24 @@ class Runner:
         new_message: Content | str | None = None,
         state_delta: Mapping[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        auto_create_session: bool = False,
     ) -> list[Event]:
-        """Run one invocation to completion under ``trio.run`` and return its events."""
+        """Run one invocation to completion under ``trio.run`` and return its events.
+
+        With ``auto_create_session=True`` a missing session is created first (empty state), so a
+        script or a notebook needs no async code at all.
+        """
 
         async def collect() -> list[Event]:
+            if auto_create_session:
+                service, app_name = self.session_service, self.app_name
+                found = await service.get_session(
+                    app_name=app_name, user_id=user_id, session_id=session_id
+                )
+                if found is None:
+                    await service.create_session(
+                        app_name=app_name, user_id=user_id, session_id=session_id
+                    )
             async with self.run(
                 user_id=user_id,
                 session_id=session_id,
@@ -185,6 +199,12 @@ class InMemoryRunner(Runner):
         plugins: Sequence[BasePlugin] = (),
         **kwargs: Any,
     ) -> None:
+        if "session_service" in kwargs:
+            raise ConfigurationError(
+                "InMemoryRunner makes its own InMemorySessionService and takes no "
+                "session_service; for another one use Runner(agent=..., app_name=..., "
+                "session_service=...)"
+            )
         super().__init__(
             agent=agent,
             app_name=app_name,

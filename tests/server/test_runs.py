@@ -225,7 +225,8 @@ async def test_a_failing_run_ends_with_an_error_frame(
     assert error_event.id == 3
     assert terminal.data == {
         "invocationId": first.data["invocationId"],
-        "error": {"type": "ValueError", "message": "the agent broke"},
+        "error": "ValueError: the agent broke",
+        "errorDetails": {"type": "ValueError", "message": "the agent broke"},
     }
 
 
@@ -239,7 +240,8 @@ async def test_a_failing_plain_run_is_500_with_the_error(
     assert response.headers["run-outcome"] == "error"
     data = response.json()
     assert data["detail"] == "ValueError: the agent broke"
-    assert data["error"] == {"type": "ValueError", "message": "the agent broke"}
+    assert data["error"] == "ValueError: the agent broke"
+    assert data["errorDetails"] == {"type": "ValueError", "message": "the agent broke"}
     assert data["invocationId"].startswith("e-")
     stored = await apps.stored("failing")
     assert [e["id"] for e in data["events"]] == [e.id for e in stored[1:]]

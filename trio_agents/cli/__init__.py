@@ -1,7 +1,8 @@
 """The ``trio-agents`` command line: ``demo``, ``run``, ``api-server`` and ``web``.
 
 Helpers here are public for tools that embed the same behaviour: :func:`load_agents` reads a
-``TARGET`` (``module:attribute`` or a directory of agent packages, ADK's layout) and
+``TARGET`` (``module[:attribute]``, a ``.py`` file, one agent package or a folder of them, as
+ADK projects are laid out) and
 :func:`open_services` turns ``memory://``, ``sqlite:///…`` and ``postgresql://…`` URIs into
 services.
 """

@@ -5,18 +5,42 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+import attrs
 import click
 import trio
 from rich.console import Console
 
 from .._demo import DEFAULT_DEMO_DB, DEMOS, format_event, run_demo
 from .._runner import Runner
+from .._version import __version__
 from ..agents import BaseAgent
 from ._chat import chat
 from ._load import load_agents
 from ._services import Services, open_services
 
 __all__ = ["cli"]
+
+
+@attrs.define
+class CliState:
+    """What the commands share with the entry point: where output goes, and ``--debug``."""
+
+    out: TextIO
+    debug: bool = False
+
+
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and isinstance(ctx.obj, CliState):
+        ctx.obj.debug = True
+
+
+debug_option = click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_debug,
+    help="on failure, print the full traceback too",
+)
 
 _service_options = [
     click.option(
@@ -76,16 +100,18 @@ def server_options(command: Any) -> Any:
 
 
 def _out(ctx: click.Context) -> TextIO:
-    out: TextIO = ctx.obj or sys.stdout
-    return out
+    return ctx.obj.out if isinstance(ctx.obj, CliState) else sys.stdout
 
 
 @click.group(help="Run ADK-style agent applications on Trio.")
+@click.version_option(__version__, prog_name="trio-agents", message="%(prog)s %(version)s")
+@debug_option
 def cli() -> None:
     pass
 
 
 @cli.command(help="Run the built-in demo applications (all of them by default).")
+@debug_option
 @click.argument("names", nargs=-1, type=click.Choice(list(DEMOS)))
 @click.option(
     "--db",
@@ -112,6 +138,7 @@ def _pick(apps: dict[str, BaseAgent], app: str | None) -> tuple[str, BaseAgent]:
 
 
 @cli.command(help="Chat with an agent in the terminal, or run it on messages.")
+@debug_option
 @click.argument("target")
 @click.option("-m", "--message", "messages", multiple=True, help="a user message (repeatable)")
 @click.option("--replay", type=click.File(), help="a file of user messages, one per line")
@@ -142,18 +169,19 @@ def run(
     )
 
 
-async def _session(runner: Runner, user_id: str, session_id: str | None) -> str:
+async def _session(runner: Runner, user_id: str, session_id: str | None) -> tuple[str, int]:
+    """The session to run on (created if missing) and how many events it already holds."""
     svc = runner.session_service
     if session_id is not None:
         found = await svc.get_session(
             app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         if found is not None:
-            return found.id
+            return found.id, len(found.events)
     created = await svc.create_session(
         app_name=runner.app_name, user_id=user_id, session_id=session_id
     )
-    return created.id
+    return created.id, 0
 
 
 def _runner(app_name: str, agent: BaseAgent, services: Services) -> Runner:
@@ -184,20 +212,21 @@ async def _run(
         ) as services,
         _runner(app_name, agent, services) as runner,
     ):
-        sid = await _session(runner, user_id, session_id)
+        sid, index = await _session(runner, user_id, session_id)  # numbers: places in history
         if interactive:
             await chat(runner, user_id=user_id, session_id=sid, console=Console(file=out))
             return
-        index = 0
         for message in messages:
             print(f"> user: {message}", file=out)
+            index += 1  # the message is stored too
             async with runner.run(user_id=user_id, session_id=sid, new_message=message) as events:
                 async for event in events:
-                    index += 1
+                    index += 0 if event.partial else 1
                     print(format_event(index, event), file=out)
 
 
 @cli.command("api-server", help="Serve the apps of TARGET over ADK's HTTP API (Ctrl-C stops).")
+@debug_option
 @click.argument("target")
 @server_options
 @click.pass_context
@@ -220,8 +249,14 @@ def mcp_server(target: str, http: bool, host: str, port: int, **uris: Any) -> No
 
 
 @cli.command(help="Serve the apps of TARGET: the HTTP API and the dev UI (Ctrl-C stops).")
+@debug_option
 @click.argument("target")
 @server_options
+@click.option(
+    "--adk-ui",
+    is_flag=True,
+    help="serve google-adk's own dev UI instead of trio_agents' (needs google-adk installed)",
+)
 @click.pass_context
 def web(ctx: click.Context, /, target: str, **options: Any) -> None:
     _serve(target, options, ui=True, out=_out(ctx))
@@ -231,8 +266,10 @@ def _serve(target: str, options: dict[str, Any], *, ui: bool, out: TextIO) -> No
     try:
         from ._serve import ServeOptions, serve_apps
     except ImportError as exc:
+        missing = (exc.name or "a dependency").partition(".")[0]
         raise click.ClickException(
-            f"this command needs the 'server' extra: pip install 'trio_agents[server]' ({exc})"
+            f"this command needs the 'server' extra ({missing} is not installed): "
+            "pip install 'trio_agents[server]'"
         ) from exc
     apps = load_agents(target)
     trio.run(serve_apps, apps, ServeOptions(**options, ui=ui), out)

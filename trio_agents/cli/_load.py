@@ -1,82 +1,214 @@
-"""Loading agents from a ``TARGET``: ``module:attribute`` or a directory of agent packages."""
+"""Loading apps from a ``TARGET``, the way ADK users lay out their projects.
+
+A target is one of:
+
+- ``module`` or ``module:attribute``, imported with the current directory first on ``sys.path``
+  (as ``python -m`` does);
+- ``path/to/file.py`` or ``path/to/file.py:attribute``, imported from that file;
+- ``path/to/package``: one agent package (``__init__.py`` or ``agent.py`` exposing the app),
+  as ``adk run`` takes it;
+- ``path/to/apps``: a directory of such packages, one app each, as ``adk web`` takes it.
+
+Without an attribute, a module's ``app`` (an object with ``name`` and ``root_agent``, ADK 2.x
+style) is used, else its ``root_agent``. Every failure is a :class:`ConfigurationError` whose
+one-line message names the target and what was looked for.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
+import importlib.util
 import sys
-from collections.abc import Iterator
+import traceback
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from .._errors import ConfigurationError
 from ..agents import BaseAgent
 
 __all__ = ["load_agent", "load_agents"]
 
+ATTRIBUTES = ("app", "root_agent")
+"""What a module is searched for, in this order, when the target names no attribute."""
+
 
 def load_agent(target: str) -> BaseAgent:
-    """Import ``"package.module:attribute"`` (attribute defaults to ``root_agent``) as an agent.
-
-    For a package without the attribute, its ``agent`` module is tried too (ADK's layout).
-    """
-    module_name, _, attribute = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r} for {target!r}: {exc}") from exc
-    agent = getattr(module, attribute or "root_agent", None)
-    if agent is None and hasattr(module, "__path__"):  # a package: ADK keeps it in .agent
-        agent = _package_agent(module_name, attribute or "root_agent")
-    if not isinstance(agent, BaseAgent):
-        raise ConfigurationError(f"{target!r} is not an agent (got {type(agent).__name__})")
-    return agent
+    """The root agent of the single app ``target`` names (see the module docs for the forms)."""
+    apps = load_agents(target)
+    if len(apps) != 1:
+        raise ConfigurationError(f"{target!r} holds several apps: {sorted(apps)}")
+    return next(iter(apps.values()))
 
 
 def load_agents(target: str) -> dict[str, BaseAgent]:
     """The apps of ``target``, by app name.
 
-    A directory holds one package per app (``<dir>/<app>/__init__.py`` or ``agent.py``
-    exposing ``root_agent``), as ADK lays them out; anything else is ``module:attribute`` and
-    names one app after its root agent.
+    A module or file target names its app after the ``app``'s name or the root agent's name; a
+    package directory after the directory; a directory of packages holds one app per package.
     """
-    path = Path(target)
-    if ":" not in target and path.is_dir():
-        return _load_directory(path)
-    agent = load_agent(target)
-    return {agent.name: agent}
+    location, attribute = _split(target)
+    path = Path(location)
+    if path.is_dir():
+        if attribute is not None:
+            raise ConfigurationError(f"{target!r}: a directory target takes no ':attribute'")
+        return _load_directory(target, path)
+    if location.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ConfigurationError(f"{target!r}: no file {location!r}")
+        return _named(_from_module(target, _import_file(target, path), attribute))
+    _on_path(Path.cwd())
+    return _named(_from_module(target, _import(target, location), attribute))
 
 
-def _load_directory(root: Path) -> dict[str, BaseAgent]:
+def _split(target: str) -> tuple[str, str | None]:
+    """``location[:attribute]``; a Windows drive letter is not an attribute."""
+    location, colon, attribute = target.rpartition(":")
+    if not colon or not attribute.isidentifier() or len(location) < 2:
+        return target, None
+    return location, attribute
+
+
+def _named(found: tuple[str | None, BaseAgent]) -> dict[str, BaseAgent]:
+    name, agent = found
+    return {name or agent.name: agent}
+
+
+def _load_directory(target: str, root: Path) -> dict[str, BaseAgent]:
+    if _is_package(root):
+        _on_path(root.resolve().parent)
+        module = _import(target, root.name)
+        found = _search(module, target) if _has_any(module) else _package_app(target, root.name)
+        if found is not None:
+            return {root.name: found[1]}
+    _on_path(root.resolve())
     apps: dict[str, BaseAgent] = {}
-    with _on_path(root.resolve()):
-        for package in sorted(p for p in root.iterdir() if (p / "__init__.py").is_file()):
-            agent = _package_agent(package.name)
-            if agent is not None:
-                apps[package.name] = agent
+    for package in sorted(p for p in root.iterdir() if p.is_dir() and _is_package(p)):
+        found = _package_app(target, package.name)
+        if found is not None:
+            apps[package.name] = found[1]
     if not apps:
-        raise ConfigurationError(f"no agent packages with a root_agent under {str(root)!r}")
+        raise ConfigurationError(
+            f"{target!r}: no agent packages here or under it exposing "
+            f"{' or '.join(ATTRIBUTES)} (in __init__.py or agent.py)"
+        )
     return apps
 
 
-def _package_agent(name: str, attribute: str = "root_agent") -> BaseAgent | None:
-    for module_name in (name, f"{name}.agent"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        agent = getattr(module, attribute, None)
-        if isinstance(agent, BaseAgent):
-            return agent
-    return None
+def _is_package(path: Path) -> bool:
+    return (path / "__init__.py").is_file() or (path / "agent.py").is_file()
 
 
-@contextlib.contextmanager
-def _on_path(directory: Path) -> Iterator[None]:
-    sys.path.insert(0, str(directory))
+def _has_any(module: ModuleType) -> bool:
+    return any(hasattr(module, name) for name in ATTRIBUTES)
+
+
+def _has_agent_module(module: ModuleType) -> bool:
+    """``module`` is a package with an ``agent`` module, where ADK projects keep their agent."""
+    paths = getattr(module, "__path__", None) or []
+    return any((Path(p) / "agent.py").is_file() for p in paths)
+
+
+def _package_app(target: str, name: str) -> tuple[str | None, BaseAgent] | None:
+    """The app of package ``name``: in its ``__init__`` or else in its ``agent`` module."""
+    module = _import(target, name)
+    if _has_any(module):
+        return _search(module, target)
+    if not _has_agent_module(module):
+        return None
+    agent_module = _import(target, f"{name}.agent")
+    return _search(agent_module, target) if _has_any(agent_module) else None
+
+
+def _from_module(
+    target: str, module: ModuleType, attribute: str | None
+) -> tuple[str | None, BaseAgent]:
+    if attribute is not None:
+        if not hasattr(module, attribute) and _has_agent_module(module):
+            module = _import(target, f"{module.__name__}.agent")  # ADK keeps it there
+        if not hasattr(module, attribute):
+            raise ConfigurationError(
+                f"{target!r}: module {module.__name__!r} has no attribute {attribute!r}"
+            )
+        return _as_app(target, getattr(module, attribute), attribute)
+    if not _has_any(module) and hasattr(module, "__path__"):
+        found = _package_app(target, module.__name__)
+        if found is not None:
+            return found
+    if not _has_any(module):
+        raise ConfigurationError(
+            f"{target!r}: module {module.__name__!r} defines neither {' nor '.join(ATTRIBUTES)}"
+        )
+    return _search(module, target)
+
+
+def _search(module: ModuleType, target: str) -> tuple[str | None, BaseAgent]:
+    for name in ATTRIBUTES:
+        if hasattr(module, name):
+            return _as_app(target, getattr(module, name), name)
+    raise AssertionError("callers check _has_any first")
+
+
+def _as_app(target: str, value: Any, attribute: str) -> tuple[str | None, BaseAgent]:
+    """An agent as is; an ``App``-like object (``name`` and ``root_agent``) as its root agent."""
+    if isinstance(value, BaseAgent):
+        return None, value
+    root = getattr(value, "root_agent", None)
+    name = getattr(value, "name", None)
+    if isinstance(root, BaseAgent) and isinstance(name, str) and name:
+        return name, root
+    what = type(root).__name__ if root is not None else type(value).__name__
+    raise ConfigurationError(
+        f"{target!r}: {attribute!r} is not a trio_agents agent or app (got {what})"
+    )
+
+
+def _import(target: str, module_name: str) -> ModuleType:
     try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(directory))
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
+            where = Path.cwd()
+            raise ConfigurationError(
+                f"{target!r}: no module {module_name!r} (looked in {str(where)!r} and on "
+                "sys.path; a file is path/to/file.py, a package a directory)"
+            ) from exc
+        raise _failed(target, exc) from exc
+    except Exception as exc:
+        raise _failed(target, exc) from exc
+
+
+def _import_file(target: str, path: Path) -> ModuleType:
+    """Import ``path`` as the module named after the file, its directory first on sys.path."""
+    path = path.resolve()
+    _on_path(path.parent)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"{target!r}: {str(path)!r} cannot be imported as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[path.stem]
+        raise _failed(target, exc) from exc
+    return module
+
+
+def _failed(target: str, exc: BaseException) -> ConfigurationError:
+    """Importing the user's code raised: say what and where, on one line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f" ({Path(exc.filename).name}, line {exc.lineno})"
+    message = str(exc.msg if isinstance(exc, SyntaxError) else exc)
+    return ConfigurationError(
+        f"{target!r}: importing it raised {type(exc).__name__}: {message}{where}"
+    )
+
+
+def _on_path(directory: Path) -> None:
+    """Put ``directory`` first on ``sys.path`` for good: the app's later imports need it too."""
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)

@@ -7,6 +7,7 @@ second one stops waiting.
 
 from __future__ import annotations
 
+import errno
 import functools
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -15,9 +16,11 @@ from typing import TextIO
 import attrs
 import trio
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
+from .._errors import ConfigurationError
 from ..agents import BaseAgent
-from ..server import UI_PATH, UI_PUBLIC_PATHS, create_app, serve, ui_routes
+from ..server import UI_PATH, UI_PUBLIC_PATHS, adk_ui_routes, create_app, serve, ui_routes
 from ._services import Services, open_services
 
 __all__ = ["serve_apps"]
@@ -39,6 +42,7 @@ class ServeOptions:
     artifact_service: str = "memory://"
     memory_service: str | None = None
     ui: bool = False
+    adk_ui: bool = False
 
 
 async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: TextIO) -> None:
@@ -60,7 +64,9 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, signals, stop, nursery.cancel_scope, out)
-                urls: list[str] = await nursery.start(_serve_then_stop, server, nursery)
+                urls: list[str] = await nursery.start(
+                    _serve_then_stop, server, nursery, f"{options.host}:{options.port}"
+                )
                 _announce(sorted(apps), urls[0], options, out)
     print("stopped", file=out, flush=True)
 
@@ -73,20 +79,43 @@ def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) 
         memory_service=services.memory,
         auth_token=options.auth_token,
         cors_origins=options.cors_origins,
-        extra_routes=ui_routes() if options.ui else (),
+        extra_routes=_ui(options),
         public_paths=UI_PUBLIC_PATHS if options.ui else (),
+        dev_routes=True,
     )
+
+
+def _ui(options: ServeOptions) -> list[BaseRoute]:
+    if not options.ui:
+        return []
+    return adk_ui_routes() if options.adk_ui else ui_routes()
 
 
 async def _serve_then_stop(
     server: Callable[..., Awaitable[None]],
     nursery: trio.Nursery,
+    address: str,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``server``; once it has shut down, end the signal watcher too."""
-    await server(task_status=task_status)
+    try:
+        await server(task_status=task_status)
+    except* OSError as group:
+        raise _bind_error(group, address) from None
     nursery.cancel_scope.cancel(reason="the server stopped")
+
+
+def _bind_error(group: BaseExceptionGroup[OSError], address: str) -> Exception:
+    """The server could not listen: say where and why, on one line."""
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    if first.errno == errno.EADDRINUSE:
+        hint = "another process listens there; pick another --port, or 0 for any free one"
+        return ConfigurationError(f"cannot listen on {address}: address already in use; {hint}")
+    reason = first.strerror or str(first)
+    return ConfigurationError(f"cannot listen on {address}: {reason}")
 
 
 async def _on_signals(
@@ -107,7 +136,8 @@ async def _on_signals(
 def _announce(names: list[str], url: str, options: ServeOptions, out: TextIO) -> None:
     print(f"serving {', '.join(names)} at {url}", file=out)
     if options.ui:
-        print(f"dev UI: {url}{UI_PATH}/", file=out)
+        which = "ADK's dev UI" if options.adk_ui else "dev UI"
+        print(f"{which}: {url}{UI_PATH}/", file=out)
     if options.auth_token:
         print("requests need 'Authorization: Bearer <token>'", file=out)
     print("Ctrl-C to stop", file=out, flush=True)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, TrioAgentsError
 from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..sessions import InMemorySessionService, SessionService
 
@@ -82,15 +82,24 @@ def _memory_service(uri: str | None) -> Any:
     raise ConfigurationError(f"unknown memory service URI {uri!r} (memory://, sqlite:///)")
 
 
+STARTUP_CHECK_APP = "trio_agents_startup_check"
+"""The app name of the read that checks a session store opens (no such app is ever written)."""
+
+
 @contextlib.asynccontextmanager
 async def open_services(
     *, sessions: str = "memory://", artifacts: str = "memory://", memory: str | None = None
 ) -> AsyncIterator[Services]:
-    """Open the services the URIs name; close those that need closing on exit."""
+    """Open the services the URIs name; close those that need closing on exit.
+
+    The session store is read once before anything runs, so an unreadable database or an
+    unreachable server fails here, naming its URI.
+    """
     services = Services(
         _session_service(sessions), _artifact_service(artifacts), _memory_service(memory)
     )
     try:
+        await _check_sessions(services.sessions, sessions)
         yield services
     finally:
         with trio.CancelScope(shield=True):
@@ -98,3 +107,24 @@ async def open_services(
                 close = getattr(service, "aclose", None)
                 if close is not None:
                     await close()
+
+
+async def _check_sessions(service: SessionService, uri: str) -> None:
+    try:
+        await service.list_sessions(app_name=STARTUP_CHECK_APP, user_id="user")
+    except TrioAgentsError as exc:
+        raise ConfigurationError(f"session service {_redacted(uri)!r}: {exc}") from exc
+    except Exception as exc:  # a driver's own error (sqlite3, psycopg, OSError): name the URI
+        detail = " ".join(str(exc).split())
+        raise ConfigurationError(
+            f"session service {_redacted(uri)!r} cannot be opened: {type(exc).__name__}: {detail}"
+        ) from exc
+
+
+def _redacted(uri: str) -> str:
+    """``uri`` without a password."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()

@@ -29,9 +29,18 @@ Routes (JSON bodies camelCase, snake_case accepted; errors are ``{"detail": ...}
 SSE frames: ``id: <seq>`` + ``data: <event JSON>`` per event (seq = the event's position in the
 session's history; partial chunks carry the last committed one), then exactly one terminal frame:
 ``event: done``, ``event: cancelled`` or ``event: error`` with ``data: {"invocationId": ...}``
-(plus ``"error": {"type", "message"}``). A second run on a busy session gets 409 and stores nothing.
+(for ``error``, ADK's string form ``"error": "RuntimeError: boom"`` plus ``"errorDetails": {"type",
+"message"}``). A second run on a busy session gets 409 and stores nothing.
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
+
+``create_app(..., dev_routes=True)`` (what the command line serves) adds the routes ADK's own dev
+UI calls besides these: ``GET|POST /config/telemetry``, ``GET /dev/apps/{app}/build_graph`` and
+``build_graph_image`` (Graphviz DOT source), ``GET /dev/apps/{app}/debug/trace/session/{session}``
+and ``debug/trace/{event_id}`` (spans a :class:`TraceRecorder` keeps per session), empty
+``eval_sets``/``eval_results``, 501 for the other evaluation routes, and ``builder`` (empty). With
+``extra_routes=adk_ui_routes()`` (``trio-agents web --adk-ui``) the installed google-adk's UI
+itself is served at ``/dev-ui/``.
 
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
@@ -41,14 +50,18 @@ artifact deltas) and cancel the run in flight.
 
 from __future__ import annotations
 
+from ._adk_ui import adk_ui_routes as adk_ui_routes
 from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
 from ._serve import serve as serve
+from ._traces import TraceRecorder as TraceRecorder
 from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "TraceRecorder",
     "UI_PATH",
     "UI_PUBLIC_PATHS",
+    "adk_ui_routes",
     "create_app",
     "serve",
     "ui_routes",

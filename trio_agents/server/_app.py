@@ -21,9 +21,11 @@ from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..plugins import BasePlugin
 from ..sessions import SessionService
 from ._core import ServerCore
+from ._dev import DevRoutes
 from ._http import BearerAuth, HTTPError, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
+from ._traces import TraceRecorder
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
 
@@ -51,6 +53,7 @@ def create_app(
     cleanup_timeout: float = 10.0,
     extra_routes: Sequence[BaseRoute] = (),
     public_paths: Sequence[str] = (),
+    dev_routes: bool = False,
 ) -> Starlette:
     """The ADK-compatible HTTP API over ``agents`` (app name → root agent), as an ASGI app.
 
@@ -72,15 +75,21 @@ def create_app(
         extra_routes: more routes (e.g. a UI), matched after the API's own.
         public_paths: paths served without the bearer token besides ``/health``; one ending in
             ``*`` opens every path it prefixes (for a UI's static files: see :func:`ui_routes`).
+        dev_routes: also serve what ADK's own dev UI calls besides the API (the agent graph,
+            per-session traces recorded by a bounded in-memory plugin, telemetry consent, empty
+            eval lists, 501 for the rest), and give events served over HTTP ``nodeInfo.path``
+            (their author's place in the agent tree); for development, not production: traces
+            hold prompts.
     """
     if max_body_bytes <= 0 or max_detached_runs < 0:
         raise ConfigurationError("max_body_bytes must be > 0 and max_detached_runs >= 0")
+    traces = TraceRecorder() if dev_routes else None
     core = ServerCore(
         agents,
         session_service=session_service,
         artifact_service=artifact_service or InMemoryArtifactService(),
         memory_service=memory_service,
-        plugins=plugins,
+        plugins=[*plugins, traces] if traces is not None else plugins,
         max_detached_runs=max_detached_runs,
         cleanup_timeout=cleanup_timeout,
     )
@@ -92,12 +101,18 @@ def create_app(
         max_llm_calls=max_llm_calls,
         ping_interval=ping_interval,
     )
+    dev = (
+        DevRoutes(core, traces, max_body_bytes=max_body_bytes).routes()
+        if traces is not None
+        else []
+    )
     app = Starlette(
-        routes=[*_routes(sessions, runs), *extra_routes],
+        routes=[*_routes(sessions, runs), *dev, *extra_routes],
         middleware=_middleware(auth_token, cors_origins, public_paths),
         exception_handlers={HTTPError: _http_error, HTTPException: _starlette_error},
         lifespan=_lifespan_of(core),
     )
+    core.node_info = dev_routes
     app.state.core = core
     return app
 

@@ -16,6 +16,7 @@ from ..artifacts import ArtifactService
 from ..plugins import BasePlugin
 from ..plugins._manager import PluginManager
 from ..sessions import SessionService
+from ._graph import node_paths
 from ._http import HTTPError
 from ._live import Frame, LiveRun, SessionKey
 
@@ -56,6 +57,8 @@ class ServerCore:
         """The lifespan nursery detached runs live in (None outside the server's lifespan)."""
         self.live: dict[SessionKey, LiveRun] = {}
         self.outcomes: collections.OrderedDict[SessionKey, Frame] = collections.OrderedDict()
+        self.node_info = False
+        """Events served over HTTP carry ``nodeInfo`` (for ADK's dev UI: ``dev_routes=True``)."""
 
     # -- apps ----------------------------------------------------------------------------------
 
@@ -82,6 +85,10 @@ class ServerCore:
             concurrent_runs="reject",
             cleanup_timeout=self.cleanup_timeout,
         )
+
+    def node_paths(self, app_name: str) -> Mapping[str, str]:
+        """Agent name → node path in ``app_name``'s tree; empty unless :attr:`node_info`."""
+        return node_paths(self.runner(app_name).agent) if self.node_info else {}
 
     def runner(self, app_name: str) -> Runner:
         runner = self.runners.get(app_name)

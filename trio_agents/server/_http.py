@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hmac
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
@@ -90,10 +91,31 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
+def _folded(name: str) -> str:
+    """``name`` as compared for near misses: ``newMessage``, ``new_message`` → ``newmessage``."""
+    return name.replace("_", "").lower()
+
+
+def near_miss(key: str, names: Collection[str]) -> str | None:
+    """The name in ``names`` that ``key`` most likely misspells (None: it is not a near miss)."""
+    folded = {_folded(name): name for name in names}
+    if _folded(key) in folded:
+        return None
+    found = difflib.get_close_matches(_folded(key), list(folded), n=1, cutoff=NEAR_MISS)
+    return folded[found[0]] if found else None
+
+
+NEAR_MISS = 0.8
+"""How close (difflib's ratio) an unknown key must be to a field's name to count as a typo."""
+
+
 class Fields:
     """Typed reads of a JSON object body. Names are camelCase; snake_case keys are accepted too.
 
-    Every error is a 422 :class:`HTTPError` whose detail starts with the field's name.
+    Every error is a 422 :class:`HTTPError` whose detail starts with the field's name. Unknown
+    keys are ignored (ADK's clients send some the server has no use for), except near misses of
+    a field's name: a missing field names the key that was probably meant for it, and
+    :meth:`check_unknown` refuses a misspelt optional one.
     """
 
     def __init__(self, data: Any, *, where: str = "body") -> None:
@@ -102,16 +124,34 @@ class Fields:
         if not isinstance(data, dict):
             raise HTTPError(422, f"{where}: expected a JSON object, got {json_type(data)}")
         self.data: dict[str, Any] = data
+        self.names: set[str] = set()
 
     def get(self, name: str) -> Any:
+        self.names.add(name)
         value = self.data.get(name)
         return self.data.get(_snake(name)) if value is None else value
 
     def required(self, name: str) -> Any:
         value = self.get(name)
         if value is None:
-            raise HTTPError(422, f"{name}: field required")
+            misspelt = [key for key in self.data if near_miss(key, [name]) == name]
+            hint = f" (the body has {misspelt[0]!r}: did you mean {name!r}?)" if misspelt else ""
+            raise HTTPError(422, f"{name}: field required{hint}")
         return value
+
+    def check_unknown(self, *ignored: str) -> None:
+        """Refuse a key that misspells a field read so far (``ignored`` names are accepted).
+
+        Raises:
+            HTTPError: 422 naming the unknown key and the field it is close to.
+        """
+        known = self.names | {_snake(name) for name in self.names} | set(ignored)
+        for key in self.data:
+            if key in known:
+                continue
+            meant = near_miss(key, self.names)
+            if meant is not None:
+                raise HTTPError(422, f"{key}: unknown field; did you mean {meant!r}?")
 
     def text(self, name: str, *, required: bool = False) -> str | None:
         value = self.required(name) if required else self.get(name)
@@ -158,16 +198,29 @@ def parse_record(value: Any, cls: type[T], where: str) -> T:
         raise HTTPError(422, str(exc)) from exc
 
 
-def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any]:
-    """A session as ADK writes it: ``{id, appName, userId, state, events, lastUpdateTime}``."""
+def session_json(
+    session: Session, *, with_events: bool = True, paths: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A session as ADK writes it: ``{id, appName, userId, state, events, lastUpdateTime}``.
+
+    ``paths`` (agent name → node path) adds each event's ``nodeInfo``, as ADK's dev UI reads it.
+    """
     return {
         "id": session.id,
         "appName": session.app_name,
         "userId": session.user_id,
         "state": session.state,
-        "events": [event.to_dict() for event in session.events] if with_events else [],
+        "events": [_event_json(e, paths) for e in session.events] if with_events else [],
         "lastUpdateTime": session.last_update_time,
     }
+
+
+def _event_json(event: Any, paths: Mapping[str, str] | None) -> dict[str, Any]:
+    data: dict[str, Any] = event.to_dict()
+    path = paths.get(event.author) if paths else None
+    if path:
+        data["nodeInfo"] = {"path": path}
+    return data
 
 
 class BearerAuth:

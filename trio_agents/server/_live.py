@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -19,6 +20,7 @@ import trio
 from .._events import Event
 from .._runner import RunStream
 from .._serde import dumps
+from ._graph import with_node_info
 
 __all__ = ["FOLLOW_LOG", "event_frame", "terminal_frame"]
 
@@ -48,9 +50,15 @@ class Frame:
         return self.kind != "event"
 
 
-def event_frame(event: Event, seq: int) -> Frame:
-    """The frame of ``event``: ``seq`` is its commit sequence (the last one for partial chunks)."""
-    return Frame("event", event.to_json(), seq, bool(event.partial))
+def event_frame(event: Event, seq: int, paths: Mapping[str, str] | None = None) -> Frame:
+    """The frame of ``event``: ``seq`` is its commit sequence (the last one for partial chunks).
+
+    ``paths`` (agent name → node path) adds the ``nodeInfo`` ADK's dev UI reads.
+    """
+    text = event.to_json()
+    if paths:
+        text = with_node_info(text, paths.get(event.author))
+    return Frame("event", text, seq, bool(event.partial))
 
 
 def terminal_frame(
@@ -59,8 +67,9 @@ def terminal_frame(
     error: BaseException | None = None,
 ) -> Frame:
     data: dict[str, Any] = {"invocationId": invocation_id}
-    if error is not None:
-        data["error"] = {"type": type(error).__name__, "message": str(error)}
+    if error is not None:  # ADK's string form under "error"; the structured one under its own key
+        data["error"] = f"{type(error).__name__}: {error}"
+        data["errorDetails"] = {"type": type(error).__name__, "message": str(error)}
     return Frame(kind, dumps(data))
 
 
@@ -78,6 +87,8 @@ class LiveRun:
         """Frames published so far (the log holds the last ``FOLLOW_LOG`` of them)."""
         self.last_seq = 0
         self.terminal: Frame | None = None
+        self.paths: Mapping[str, str] = {}
+        """Agent name → node path, for the ``nodeInfo`` of event frames."""
         self._changed = trio.Event()
 
     @property
@@ -94,7 +105,7 @@ class LiveRun:
 
     def frame_of(self, event: Event) -> Frame:
         assert self.stream is not None
-        return event_frame(event, self.stream.session.revision)
+        return event_frame(event, self.stream.session.revision, self.paths)
 
     async def deliver(self, frame: Frame) -> None:
         """Publish ``frame`` to followers and hand it to the primary client (waiting for it).
@@ -163,4 +174,4 @@ class LiveRun:
             return []
         first = session.revision - new + 1
         tail = events[len(events) - new :]
-        return [event_frame(event, first + i) for i, event in enumerate(tail)]
+        return [event_frame(event, first + i, self.paths) for i, event in enumerate(tail)]

@@ -82,15 +82,15 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
     fields = Fields(data)
     app_name = fields.text("appName") or default_app
     if not app_name:
+        fields.required("appName")  # names the key that was meant for it, if there is one
         raise HTTPError(422, "appName: field required")
     user_id = str(fields.text("userId", required=True))
     session_id = str(fields.text("sessionId", required=True))
-    message = fields.record("newMessage", Content)
-    if message is None:
-        raise HTTPError(422, "newMessage: field required (there is no paused run to resume)")
+    message = fields.record("newMessage", Content, required=True)
+    assert message is not None
     fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
     fields.text("functionCallEventId")  # calls through newMessage, so both are only checked
-    return RunPlan(
+    plan = RunPlan(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
@@ -100,6 +100,8 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
         streaming=fields.flag("streaming") and sse,
         detach=fields.choice("onDisconnect", ("cancel", "detach"), "cancel") == "detach",
     )
+    fields.check_unknown()
+    return plan
 
 
 # -- routes ----------------------------------------------------------------------------------------
@@ -195,6 +197,7 @@ async def start_run(
     core = routes.core
     runner = core.runner(plan.app_name)
     live = LiveRun(plan.key, primary)
+    live.paths = core.node_paths(plan.app_name)
     release = _reserve_detached(core) if plan.detach else _nothing
     owner = core.nursery if plan.detach else nursery
     assert owner is not None
@@ -386,8 +389,7 @@ class _JsonCollector:
         headers = {OUTCOME_HEADER: terminal.kind}
         if terminal.kind == "error":
             data = json.loads(terminal.data)
-            error = data["error"]
-            body = {"detail": f"{error['type']}: {error['message']}", **data}
+            body = {"detail": data["error"], **data}
             body["events"] = [json.loads(event) for event in self.events]  # the error event too
             return json_response(body, 500, headers=headers)
         text = "[" + ",".join(self.events) + "]"
@@ -519,6 +521,7 @@ async def _replay(
     if session is None:
         return after, None
     events = session.events
+    paths = core.node_paths(app_name)
     for index in range(after, len(events)):
-        await send(event_frame(events[index], index + 1))
+        await send(event_frame(events[index], index + 1, paths))
     return max(after, len(events)), (events[-1].invocation_id if events else None)

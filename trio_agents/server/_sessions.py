@@ -67,6 +67,10 @@ class SessionRoutes:
 
     # -- sessions ------------------------------------------------------------------------------
 
+    def _json(self, session: Session) -> dict[str, Any]:
+        """``session_json`` with each event's ``nodeInfo`` (its author's place in the app)."""
+        return session_json(session, paths=self.core.node_paths(session.app_name))
+
     def _ids(self, request: Request) -> tuple[str, str]:
         app_name = request.path_params["app_name"]
         self.core.runner(app_name)
@@ -76,12 +80,12 @@ class SessionRoutes:
         app_name, user_id = self._ids(request)
         fields = Fields(await read_json(request, limit=self.max_body_bytes))
         events = [_restored_event(item, index) for index, item in enumerate(fields.items("events"))]
-        session = await self._create(
-            app_name, user_id, fields.text("sessionId"), fields.mapping("state")
-        )
+        session_id, state = fields.text("sessionId"), fields.mapping("state")
+        fields.check_unknown()
+        session = await self._create(app_name, user_id, session_id, state)
         for event in events:
             await self.core.session_service.append_event(session, event)
-        return json_response(session_json(session))
+        return json_response(self._json(session))
 
     async def create_session_with_id(self, request: Request) -> Response:
         """ADK's deprecated ``POST …/sessions/{session_id}`` whose body is the initial state."""
@@ -90,7 +94,7 @@ class SessionRoutes:
         if state is not None and not isinstance(state, dict):
             raise HTTPError(422, "state: expected an object")
         session_id = request.path_params["session_id"]
-        return json_response(session_json(await self._create(app_name, user_id, session_id, state)))
+        return json_response(self._json(await self._create(app_name, user_id, session_id, state)))
 
     async def _create(
         self, app_name: str, user_id: str, session_id: str | None, state: dict[str, Any] | None
@@ -105,7 +109,7 @@ class SessionRoutes:
             raise HTTPError(400, str(exc)) from exc
 
     async def get_session(self, request: Request) -> Response:
-        return json_response(session_json(await self._session(request)))
+        return json_response(self._json(await self._session(request)))
 
     async def _session(self, request: Request) -> Session:
         app_name, user_id = self._ids(request)
@@ -156,7 +160,7 @@ class SessionRoutes:
                 await service.append_event(session, event)
         except SessionBusyError as exc:
             raise HTTPError(409, str(exc)) from exc
-        return json_response(session_json(session))
+        return json_response(self._json(session))
 
     async def patch_memory(self, request: Request) -> Response:
         """Add a session to the memory service (``{sessionId}``)."""
@@ -191,6 +195,7 @@ class SessionRoutes:
         part = fields.record("artifact", Part, required=True)
         assert part is not None
         fields.mapping("customMetadata")  # accepted for ADK clients; not stored
+        fields.check_unknown()
         try:
             check_filename(filename)
         except ConfigurationError as exc:

@@ -226,7 +226,7 @@ async function cancelRun() {
 }
 
 function showTerminal(kind, data) {
-  const error = data.error ? `: ${data.error.type}: ${data.error.message}` : "";
+  const error = data.error ? `: ${data.error}` : "";
   setStatus(kind, `${kind}${error}`);
   const row = el("div", `terminal ${kind}`, `■ ${kind}${error}`);
   placeRow(row);
