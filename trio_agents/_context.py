@@ -345,21 +345,27 @@ class InvocationContext:
             changes["actions"] = pending.merged_into(event.actions)
             self._actions = None
         content = event.content
-        if content is not None and any(
-            p.function_call is not None and not p.function_call.id for p in content.parts
-        ):
-            changes["content"] = _with_call_ids(content)
+        if content is not None:
+            identified = with_call_ids(content)
+            if identified is not content:
+                changes["content"] = identified
         return replace(event, changes) if changes else event
 
 
-def _with_call_ids(content: Content) -> Content:
+def with_call_ids(content: Content | None) -> Content | None:
+    """``content`` with an ``adk-`` id given to each function call that has none; the
+    same object when every call has one."""
+    if content is None or not any(
+        p.function_call is not None and not p.function_call.id for p in content.parts
+    ):
+        return content
     parts = tuple(
-        attrs.evolve(p, function_call=attrs.evolve(p.function_call, id=new_function_call_id()))
+        replace(p, {"function_call": replace(p.function_call, {"id": new_function_call_id()})})
         if p.function_call is not None and not p.function_call.id
         else p
         for p in content.parts
     )
-    return attrs.evolve(content, parts=parts)
+    return replace(content, {"parts": parts})
 
 
 class ReadonlyContext:

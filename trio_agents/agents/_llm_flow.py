@@ -19,10 +19,15 @@ import trio
 from .._callbacks import run_callback_chain
 from .._config import StreamingMode
 from .._content import Content
-from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
+from .._context import (
+    CallbackContext,
+    EventActionsDraft,
+    InvocationContext,
+    ReadonlyContext,
+    with_call_ids,
+)
 from .._errors import ModelTimeoutError
-from .._events import Event, replace
-from .._ids import new_function_call_id
+from .._events import Event
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
@@ -342,7 +347,7 @@ def _model_event(
     response = _post_process(response)
     if response.content is None and not response.error_code and not response.interrupted:
         return None  # nothing to say: the loop ends (R-LLM-6)
-    content = _with_call_ids(response.content)
+    content = with_call_ids(response.content)
     long_running = _long_running_ids(agent, content)
     event = Event(
         invocation_id=ctx.invocation_id,  # stamped here, so emit need not copy the event
@@ -385,20 +390,6 @@ def _post_process(response: LlmResponse) -> LlmResponse:
     return attrs.evolve(
         response, error_code=NO_CONTENT, error_message="The model returned no content."
     )
-
-
-def _with_call_ids(content: Content | None) -> Content | None:
-    if content is None or not any(
-        p.function_call is not None and not p.function_call.id for p in content.parts
-    ):
-        return content
-    parts = tuple(
-        replace(p, {"function_call": replace(p.function_call, {"id": new_function_call_id()})})
-        if p.function_call is not None and not p.function_call.id
-        else p
-        for p in content.parts
-    )
-    return replace(content, {"parts": parts})  # records already normalized: no converters
 
 
 def _long_running_ids(agent: LlmAgent, content: Content | None) -> set[str]:
