@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 from ._errors import ConfigurationError
@@ -41,6 +41,18 @@ def _check_signature(cb: object, *, owner: str, field: str, params: Sequence[str
             f"{owner}: {field} {getattr(cb, '__qualname__', cb)!r} must accept the keyword "
             f"arguments ({wanted}): {exc}"
         ) from exc
+
+
+async def plugins_then_chain(
+    plugin_answer: Awaitable[Any] | None, chain: Sequence[Callback], /, **kwargs: Any
+) -> Any:
+    """The plugins' answer (``plugin_answer``, the awaitable of their hook, or None when there
+    are no plugins), else the answer of the agent's callback ``chain`` called with ``kwargs``:
+    the first non-None answer wins, as ADK consults plugins before the agent's own callbacks."""
+    answer = await plugin_answer if plugin_answer is not None else None
+    if answer is None and chain:
+        answer = await run_callback_chain(chain, **kwargs)
+    return answer
 
 
 async def run_callback_chain(chain: Sequence[Callback], /, **kwargs: Any) -> Any:

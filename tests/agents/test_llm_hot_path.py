@@ -39,7 +39,8 @@ from trio_agents import (
     StreamingMode,
     ToolContext,
 )
-from trio_agents.agents import _llm_flow, _llm_tools, inject_session_state
+from trio_agents._context import with_call_ids
+from trio_agents.agents import _llm_tools, inject_session_state
 from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse
 from trio_agents.plugins import BasePlugin
 from trio_agents.testing import ScriptedModel
@@ -382,7 +383,7 @@ def test_calls_without_an_id_get_a_fresh_one_and_nothing_else_changes(
     content: Content, _seed: Any
 ) -> None:
     given_ids = [p.function_call.id if p.function_call else None for p in content.parts]
-    result = _llm_flow._with_call_ids(content)
+    result = with_call_ids(content)
     assert result is not None
     if all(p.function_call is None or p.function_call.id for p in content.parts):
         assert result is content

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, cast
 
 import trio
 
-from .._callbacks import CallbackSpec, callback_chain, run_callback_chain
+from .._callbacks import CallbackSpec, callback_chain, plugins_then_chain, run_callback_chain
 from .._content import Content
 from .._context import CallbackContext, InvocationContext
 from .._errors import AgentTimeoutError, ConfigurationError, PluginError
@@ -206,9 +206,11 @@ class BaseAgent:
         if not (plugins or self._before_chain):
             return False
         cc = CallbackContext(ctx)
-        result = await plugins.before_agent(self, cc) if plugins else None
-        if result is None:
-            result = await run_callback_chain(self._before_chain, callback_context=cc)
+        result = await plugins_then_chain(
+            plugins.before_agent(self, cc) if plugins else None,
+            self._before_chain,
+            callback_context=cc,
+        )
         if result is not None:
             await ctx.emit(self._callback_event(result, cc))
             ctx.end_invocation = True
@@ -222,9 +224,11 @@ class BaseAgent:
         if not (plugins or self._after_chain):
             return
         cc = CallbackContext(ctx)
-        result = await plugins.after_agent(self, cc) if plugins else None
-        if result is None:
-            result = await run_callback_chain(self._after_chain, callback_context=cc)
+        result = await plugins_then_chain(
+            plugins.after_agent(self, cc) if plugins else None,
+            self._after_chain,
+            callback_context=cc,
+        )
         if result is not None:
             await ctx.emit(self._callback_event(result, cc))
         elif not cc.actions.is_empty():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._callbacks import run_callback_chain
+from .._callbacks import plugins_then_chain
 from .._config import StreamingMode
 from .._content import Content
 from .._context import (
@@ -228,9 +228,12 @@ async def _before_model(
 ) -> LlmResponse | None:
     """Plugins, then the agent's before-model callbacks; the first non-None answer wins."""
     plugins = ctx.plugin_manager
-    override = await plugins.before_model(cc, request) if plugins else None
-    if override is None and (chain := agent.callbacks["before_model_callback"]):
-        override = await run_callback_chain(chain, callback_context=cc, llm_request=request)
+    override = await plugins_then_chain(
+        plugins.before_model(cc, request) if plugins else None,
+        agent.callbacks["before_model_callback"],
+        callback_context=cc,
+        llm_request=request,
+    )
     return None if override is None else _checked_response(override, agent)
 
 
@@ -243,14 +246,13 @@ async def _on_model_error(
 ) -> LlmResponse | None:
     """Plugins, then the agent's on-model-error callbacks; a non-None answer recovers."""
     plugins = ctx.plugin_manager
-    recovered = await plugins.on_model_error(cc, request, error) if plugins else None
-    if recovered is None:
-        recovered = await run_callback_chain(
-            agent.callbacks["on_model_error_callback"],
-            callback_context=cc,
-            llm_request=request,
-            error=error,
-        )
+    recovered = await plugins_then_chain(
+        plugins.on_model_error(cc, request, error) if plugins else None,
+        agent.callbacks["on_model_error_callback"],
+        callback_context=cc,
+        llm_request=request,
+        error=error,
+    )
     return None if recovered is None else _checked_response(recovered, agent)
 
 
@@ -302,9 +304,12 @@ async def _after_model(
     agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext, response: LlmResponse
 ) -> LlmResponse:
     plugins = ctx.plugin_manager
-    replacement = await plugins.after_model(cc, response) if plugins else None
-    if replacement is None and (chain := agent.callbacks["after_model_callback"]):
-        replacement = await run_callback_chain(chain, callback_context=cc, llm_response=response)
+    replacement = await plugins_then_chain(
+        plugins.after_model(cc, response) if plugins else None,
+        agent.callbacks["after_model_callback"],
+        callback_context=cc,
+        llm_response=response,
+    )
     if replacement is None:
         return response
     replacement = _checked_response(replacement, agent)

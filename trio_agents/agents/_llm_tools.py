@@ -12,9 +12,10 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
-from .._callbacks import run_callback_chain
+from .._callbacks import plugins_then_chain
 from .._content import Content, FunctionCall, Part
 from .._context import EventActionsDraft, InvocationContext
 from .._errors import SerializationError, ToolError
@@ -24,6 +25,7 @@ from .._util import without_cancelled
 from ..tools._base import BaseTool, ToolContext
 
 if TYPE_CHECKING:
+    from ..plugins._manager import PluginManager
     from ._llm import LlmAgent
 
 __all__ = ["run_function_calls"]
@@ -94,7 +96,7 @@ async def _run_call(
         return
     args = _copied_args(call)  # R-TOOL-1: callbacks and tool share this copy
     if ctx.plugin_manager or _has_tool_hooks(agent):
-        result = await _invoke(agent, ctx, tool, args, tool_context)
+        result = await _ToolCall(agent, ctx.plugin_manager, tool, args, tool_context).invoke()
     else:  # nothing to consult: the tool alone
         result = await call_tool(tool, args, tool_context)
     if tool.is_long_running and not result:
@@ -102,45 +104,59 @@ async def _run_call(
     results[index] = (_normalized(result, tool, call), tool_context.actions)
 
 
-async def _invoke(
-    agent: LlmAgent,
-    ctx: InvocationContext,
-    tool: BaseTool,
-    args: dict[str, Any],
-    tool_context: ToolContext,
-) -> Any:
-    """Plugins and before-tool callbacks, the tool (its errors through the error hooks), then
-    plugins and after-tool callbacks (S-CB-1)."""
-    plugins, hooks = ctx.plugin_manager, agent.callbacks
-    result = await _before_tool(agent, ctx, tool, args, tool_context)
-    if result is None:
-        result = await _run_tool(agent, ctx, tool, args, tool_context)
-    replacement = await plugins.after_tool(tool, args, tool_context, result) if plugins else None
-    if replacement is None and (chain := hooks["after_tool_callback"]):
-        replacement = await run_callback_chain(
-            chain,
+@attrs.frozen
+class _ToolCall:
+    """One call of a tool through the plugins' and the agent's tool hooks (S-CB-1)."""
+
+    agent: LlmAgent
+    plugins: PluginManager
+    tool: BaseTool
+    args: dict[str, Any]
+    tool_context: ToolContext
+
+    async def invoke(self) -> Any:
+        """Before-tool hooks (a non-None answer replaces the call), the tool (its errors through
+        the error hooks), then the after-tool hooks (a non-None answer replaces the result)."""
+        result = await self.before()
+        if result is None:
+            result = await self._run()
+        replacement = await self._hook(
+            "after_tool", "after_tool_callback", result, tool_response=result
+        )
+        return result if replacement is None else replacement
+
+    async def _run(self) -> Any:
+        try:
+            return await call_tool(self.tool, self.args, self.tool_context)
+        except Exception as exc:
+            recovered = await self.on_error(exc)
+            if recovered is None:
+                raise
+            return recovered
+
+    async def before(self) -> Any:
+        """Plugins, then the agent's before-tool callbacks; the first non-None answer wins."""
+        return await self._hook("before_tool", "before_tool_callback")
+
+    async def on_error(self, error: Exception) -> Any:
+        """Plugins, then the agent's on-tool-error callbacks; a non-None answer recovers."""
+        return await self._hook("on_tool_error", "on_tool_error_callback", error, error=error)
+
+    async def _hook(self, plugin_hook: str, field: str, *extra: Any, **named: Any) -> Any:
+        """The plugins' ``plugin_hook``, then the agent's ``field`` chain (first answer wins)."""
+        tool, args, tool_context = self.tool, self.args, self.tool_context
+        plugins = self.plugins
+        answer = None
+        if plugins:
+            answer = getattr(plugins, plugin_hook)(tool, args, tool_context, *extra)
+        return await plugins_then_chain(
+            answer,
+            self.agent.callbacks[field],
             tool=tool,
             args=args,
             tool_context=tool_context,
-            tool_response=result,
+            **named,
         )
-    return result if replacement is None else replacement
-
-
-async def _run_tool(
-    agent: LlmAgent,
-    ctx: InvocationContext,
-    tool: BaseTool,
-    args: dict[str, Any],
-    tool_context: ToolContext,
-) -> Any:
-    try:
-        return await call_tool(tool, args, tool_context)
-    except Exception as exc:
-        recovered = await _on_tool_error(agent, ctx, tool, args, tool_context, exc)
-        if recovered is None:
-            raise
-        return recovered
 
 
 async def call_tool(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> Any:
@@ -151,43 +167,6 @@ async def call_tool(tool: BaseTool, args: dict[str, Any], tool_context: ToolCont
     with trio.move_on_after(tool.timeout):
         return await tool.run_async(args=args, tool_context=tool_context)
     return {"error": "timeout", "tool": tool.name, "seconds": tool.timeout}
-
-
-async def _before_tool(
-    agent: LlmAgent,
-    ctx: InvocationContext,
-    tool: BaseTool,
-    args: dict[str, Any],
-    tool_context: ToolContext,
-) -> Any:
-    """Plugins, then the agent's before-tool callbacks; the first non-None answer wins."""
-    plugins = ctx.plugin_manager
-    result = await plugins.before_tool(tool, args, tool_context) if plugins else None
-    if result is None and (chain := agent.callbacks["before_tool_callback"]):
-        result = await run_callback_chain(chain, tool=tool, args=args, tool_context=tool_context)
-    return result
-
-
-async def _on_tool_error(
-    agent: LlmAgent,
-    ctx: InvocationContext,
-    tool: BaseTool,
-    args: dict[str, Any],
-    tool_context: ToolContext,
-    error: Exception,
-) -> Any:
-    """Plugins, then the agent's on-tool-error callbacks; a non-None result recovers."""
-    plugins = ctx.plugin_manager
-    recovered = await plugins.on_tool_error(tool, args, tool_context, error) if plugins else None
-    if recovered is None:
-        recovered = await run_callback_chain(
-            agent.callbacks["on_tool_error_callback"],
-            tool=tool,
-            args=args,
-            tool_context=tool_context,
-            error=error,
-        )
-    return recovered
 
 
 def _has_tool_hooks(agent: LlmAgent) -> bool:
@@ -224,14 +203,12 @@ async def _unknown(
     """R-TOOL-3 [2.13]: before-tool callbacks may answer; else the error callbacks see a
     ``ValueError``; else the model is told which tools exist. After-tool callbacks are skipped."""
     stand_in = _UnknownTool(name=call.name)
-    args = _copied_args(call)
-    answer = await _before_tool(agent, ctx, stand_in, args, tool_context)
+    hooks = _ToolCall(agent, ctx.plugin_manager, stand_in, _copied_args(call), tool_context)
+    answer = await hooks.before()
     if answer is not None:
         return _normalized(answer, stand_in, call)
     message = _unknown_tool(agent, call.name)
-    recovered = await _on_tool_error(
-        agent, ctx, stand_in, args, tool_context, ValueError(message["error"])
-    )
+    recovered = await hooks.on_error(ValueError(message["error"]))
     return message if recovered is None else _normalized(recovered, stand_in, call)
 
 
