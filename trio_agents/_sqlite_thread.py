@@ -13,6 +13,8 @@ sees ``Cancelled`` knows the job changed nothing.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import queue
 import sqlite3
 import threading
@@ -27,11 +29,16 @@ __all__: list[str] = []  # internal: used by the SQLite-backed services
 T = TypeVar("T")
 
 _WAITING, _RUNNING, _DONE, _SKIPPED = "waiting", "running", "done", "skipped"
+_NOTHING = object()
+
+MAX_BATCH = 256
+"""The most jobs one group commit takes."""
 
 
 class _Job:
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], batched: bool = False) -> None:
         self.fn = fn
+        self.batched = batched
         self.task = trio.lowlevel.current_task()
         self.token = trio.lowlevel.current_trio_token()
         self.phase = _WAITING
@@ -42,6 +49,34 @@ class _Job:
         if self.raise_cancel is not None and _interrupted(result):
             result = outcome.capture(self.raise_cancel)
         trio.lowlevel.reschedule(self.task, result)
+
+
+def _in_one_transaction(jobs: list[_Job], conn: sqlite3.Connection) -> list[outcome.Outcome[Any]]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        results = [_in_savepoint(job, conn) for job in jobs]
+        conn.execute("COMMIT")
+    finally:
+        if conn.in_transaction:  # a failed COMMIT (or SQLite's own rollback)
+            conn.execute("ROLLBACK")
+    return results
+
+
+def _in_savepoint(job: _Job, conn: sqlite3.Connection) -> outcome.Outcome[Any]:
+    conn.execute("SAVEPOINT job")
+    result: outcome.Outcome[Any] = outcome.capture(job.fn, conn)
+    if isinstance(result, outcome.Error):
+        conn.execute("ROLLBACK TO job")
+    conn.execute("RELEASE job")
+    return result
+
+
+def _per_job(results: outcome.Outcome[Any], count: int) -> list[outcome.Outcome[Any]]:
+    """Each job's outcome; when the transaction itself failed, that failure for every job."""
+    if isinstance(results, outcome.Error):  # a copy each: every caller raises its own
+        return [outcome.Error(copy.copy(results.error)) for _ in range(count)]
+    values: list[outcome.Outcome[Any]] = results.unwrap()
+    return values
 
 
 def _interrupted(result: outcome.Outcome[Any]) -> bool:
@@ -61,23 +96,73 @@ class SqliteThread:
         self._thread = threading.Thread(target=self._serve, name=f"sqlite:{path}", daemon=True)
         self._started = False
         self._closed = False
+        self.batches = 0
+        """Group commits made so far (one transaction each)."""
 
     def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            with self._lock:
-                skipped = job.phase == _SKIPPED
-                job.phase = _RUNNING
-            result = (
-                outcome.Error(sqlite3.OperationalError("interrupted"))
-                if skipped
-                else outcome.capture(self._call, job.fn)
-            )
-            with self._lock:
-                job.phase = _DONE
-            with contextlib.suppress(trio.RunFinishedError):
-                job.token.run_sync_soon(job.deliver, result)
+        held: _Job | object | None = _NOTHING
+        while True:
+            job = self._jobs.get() if held is _NOTHING else held
+            held = _NOTHING
+            if job is None:
+                break
+            assert isinstance(job, _Job)
+            if job.batched:
+                batch, held = self._gather(job)
+                self._run_batch(batch)
+            else:
+                self._run_one(job)
         if self._conn is not None:
             self._conn.close()
+
+    def _gather(self, first: _Job) -> tuple[list[_Job], _Job | object | None]:
+        """``first`` and the batched jobs queued right behind it; the job that ended the batch
+        (run next, in its turn), or ``_NOTHING``."""
+        batch = [first]
+        while len(batch) < MAX_BATCH:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return batch, _NOTHING
+            if job is None or not job.batched:
+                return batch, job
+            batch.append(job)
+        return batch, _NOTHING
+
+    def _start(self, job: _Job) -> bool:
+        """Mark ``job`` running; False if its caller gave up before it started."""
+        with self._lock:
+            skipped = job.phase == _SKIPPED
+            job.phase = _RUNNING
+        return not skipped
+
+    def _finish(self, job: _Job, result: outcome.Outcome[Any]) -> None:
+        with self._lock:
+            job.phase = _DONE
+        with contextlib.suppress(trio.RunFinishedError):
+            job.token.run_sync_soon(job.deliver, result)
+
+    def _run_one(self, job: _Job) -> None:
+        if self._start(job):
+            self._finish(job, outcome.capture(self._call, job.fn))
+        else:
+            self._finish(job, outcome.Error(sqlite3.OperationalError("interrupted")))
+
+    def _run_batch(self, batch: list[_Job]) -> None:
+        """Group commit: the batch's jobs in one transaction (one fsync), each in a savepoint of
+        its own, so one job's failure rolls back that job only. Nobody hears back before the
+        ``COMMIT`` is done, so commit-before-resume holds for every job of the batch."""
+        runnable = []
+        for job in batch:
+            if self._start(job):
+                runnable.append(job)
+            else:
+                self._finish(job, outcome.Error(sqlite3.OperationalError("interrupted")))
+        if runnable:
+            results = outcome.capture(self._call, functools.partial(_in_one_transaction, runnable))
+            for job, result in zip(runnable, _per_job(results, len(runnable)), strict=True):
+                self._finish(job, result)
+        self.batches += 1
 
     def _call(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         if self._conn is None:
@@ -90,15 +175,21 @@ class SqliteThread:
             self._conn = conn
         return fn(self._conn)
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(connection)`` on the thread and return its result (or raise its error)."""
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, batched: bool = False) -> T:
+        """Run ``fn(connection)`` on the thread and return its result (or raise its error).
+
+        A ``batched`` job runs inside a transaction that the thread opens for it and for every
+        batched job queued right behind it (group commit): ``fn`` must not open one itself. A
+        cancelled caller whose batched job is running waits for the batch and gets its result:
+        interrupting would undo the other callers' jobs too.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._closed:
             raise RuntimeError(f"the SQLite connection to {self.path!r} is closed")
         if not self._started:
             self._started = True
             self._thread.start()
-        job = _Job(fn)
+        job = _Job(fn, batched)
         self._jobs.put(job)
 
         def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
@@ -106,7 +197,7 @@ class SqliteThread:
             with self._lock:
                 if job.phase == _WAITING:
                     job.phase = _SKIPPED
-                elif job.phase == _RUNNING and self._conn is not None:
+                elif job.phase == _RUNNING and self._conn is not None and not job.batched:
                     self._conn.interrupt()  # ours is the one running: jobs run one at a time
             return trio.lowlevel.Abort.FAILED  # the thread reschedules us in every case
 

@@ -118,12 +118,13 @@ class SqliteSessionService(SessionService):
         with trio.CancelScope(shield=True):
             await self.aclose()
 
-    async def _run(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``job`` (one transaction) on the connection's thread, retrying while locked."""
+    async def _run(self, job: Callable[[sqlite3.Connection], T], *, batched: bool = False) -> T:
+        """Run ``job`` (one transaction, or with ``batched`` a part of one shared with the
+        appends queued beside it) on the connection's thread, retrying while locked."""
         deadline = trio.current_time() + self.busy_timeout
         while True:
             try:
-                return await self._db.run(job)
+                return await self._db.run(job, batched=batched)
             except sqlite3.OperationalError as exc:
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN:
                     raise ConfigurationError(
@@ -189,13 +190,13 @@ class SqliteSessionService(SessionService):
         if stored is not None:
             event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
         job = functools.partial(
-            _append,
+            _append_in_transaction,
             key=(session.app_name, session.user_id, session.id),
             revision=session.revision,  # read here, not on the thread: one snapshot, one check
             event=event,
             body=event.to_json(),
         )
-        revision = await self._run(job)
+        revision = await self._run(job, batched=True)  # group commit (see _sqlite_thread)
         if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
             session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
         self._apply_to_snapshot(session, event, revision)
@@ -253,7 +254,7 @@ async def _take_lock(path: str, session_id: str, wait: bool) -> int:
     return fd
 
 
-# -- jobs: each runs on the connection's thread as one transaction ------------------------------
+# -- jobs: each runs on the connection's thread as one transaction (appends: a batch's) ---------
 
 
 class _transaction:
@@ -378,28 +379,32 @@ def _delete(conn: sqlite3.Connection, *, key: Key) -> None:
         conn.execute("DELETE FROM sessions WHERE app_name=? AND user_id=? AND id=?", key)
 
 
-def _append(conn: sqlite3.Connection, *, key: Key, revision: int, event: Event, body: str) -> int:
-    """Store ``event`` if the session is still at ``revision``; return the new revision."""
+def _append_in_transaction(
+    conn: sqlite3.Connection, *, key: Key, revision: int, event: Event, body: str
+) -> int:
+    """Store ``event`` if the session is still at ``revision``; return the new revision.
+
+    Runs inside a transaction (and savepoint) that the connection's thread opened for a batch
+    of appends: concurrent appends to different sessions share one commit and one fsync."""
     app, user, own = split_state_delta(event.actions.state_delta)
-    with _transaction(conn):
-        rows = conn.execute(
-            "UPDATE sessions SET revision = revision + 1, updated = ?"
-            " WHERE app_name=? AND user_id=? AND id=? AND revision=? RETURNING state",
-            (event.timestamp, *key, revision),
-        ).fetchall()
-        if not rows:
-            _refuse_append(conn, key, revision)
-        if own:
-            conn.execute(
-                "UPDATE sessions SET state = ? WHERE app_name=? AND user_id=? AND id=?",
-                (_dumps({**_loads(rows[0][0]), **own}), *key),
-            )
+    rows = conn.execute(
+        "UPDATE sessions SET revision = revision + 1, updated = ?"
+        " WHERE app_name=? AND user_id=? AND id=? AND revision=? RETURNING state",
+        (event.timestamp, *key, revision),
+    ).fetchall()
+    if not rows:
+        _refuse_append(conn, key, revision)
+    if own:
         conn.execute(
-            "INSERT INTO events (app_name, user_id, session_id, timestamp, body)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (*key, event.timestamp, body),
+            "UPDATE sessions SET state = ? WHERE app_name=? AND user_id=? AND id=?",
+            (_dumps({**_loads(rows[0][0]), **own}), *key),
         )
-        _merge_scopes(conn, key, app, user)
+    conn.execute(
+        "INSERT INTO events (app_name, user_id, session_id, timestamp, body)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (*key, event.timestamp, body),
+    )
+    _merge_scopes(conn, key, app, user)
     return revision + 1
 
 
