@@ -36,6 +36,7 @@ from .._errors import (
 )
 from .._events import Event
 from .._ids import new_session_id, now
+from .._serde import check_event
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from ._base import EventLog, GetSessionConfig, Session, SessionService
 from ._event_cache import (
@@ -167,7 +168,7 @@ class PostgresSessionService(SessionService):
         state: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        check_state_delta(state or {}, "state")
+        self._check_new(app_name, user_id, session_id, state)
         sid = (session_id or "").strip() or new_session_id()
         app, user, own = split_state_delta(state or {})
         stamp = now()
@@ -240,6 +241,7 @@ class PostgresSessionService(SessionService):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        check_event(event)
         delta = event.actions.state_delta
         check_state_delta(delta)
         stored = strip_temp(delta)

@@ -39,6 +39,7 @@ from .._errors import (
 )
 from .._events import Event
 from .._ids import new_session_id, now
+from .._serde import check_event
 from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from .._util import without_cancelled
@@ -150,7 +151,7 @@ class SqliteSessionService(SessionService):
         state: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        check_state_delta(state or {}, "state")
+        self._check_new(app_name, user_id, session_id, state)
         key = (app_name, user_id, (session_id or "").strip() or new_session_id())
         scopes = split_state_delta(state or {})
         session = await self._run(functools.partial(_create, key=key, scopes=scopes, stamp=now()))
@@ -190,6 +191,7 @@ class SqliteSessionService(SessionService):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        check_event(event)
         delta = event.actions.state_delta
         check_state_delta(delta)
         stored = strip_temp(delta)
