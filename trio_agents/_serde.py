@@ -43,6 +43,7 @@ from ._events import _NO_ACTIONS as NO_ACTIONS, Event, EventActions, UsageMetada
 __all__ = [
     "MAX_DEPTH",
     "check_json_value",
+    "check_key",
     "check_event",
     "check_storable",
     "check_text",
@@ -392,6 +393,13 @@ def check_text(text: str, path: str) -> None:
         raise SerializationError(_surrogate_message(text, path), path=path)
 
 
+def check_key(key: str, where: str) -> None:
+    """Raise :class:`SerializationError` if the key ``key`` of ``where`` has a lone surrogate."""
+    if not _text_ok(key):
+        path = f"{where}[{key!r}]"
+        raise SerializationError(_surrogate_message(key, f"the key of {path}"), path=path)
+
+
 def _surrogate_message(text: str, path: str) -> str:
     index = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
     return (
@@ -455,8 +463,7 @@ def _locate(value: object, path: str, depth: int) -> None:
         where = f"{path}[{key!r}]"
         if not isinstance(key, str):
             raise SerializationError(f"{path} has a non-string key {key!r}", path=where)
-        if not _text_ok(key):
-            raise SerializationError(_surrogate_message(key, f"a key of {path}"), path=where)
+        check_key(key, path)
         _locate(item, where, depth + 1)
 
 

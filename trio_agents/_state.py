@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, ClassVar, TypeAlias
 
 from ._errors import SerializationError
-from ._serde import check_storable, check_text
+from ._serde import check_key, check_storable
 
 __all__ = [
     "APP_PREFIX",
@@ -62,7 +62,7 @@ def check_state_delta(delta: Mapping[Any, Any], where: str = "state_delta") -> N
         if type(key) is not str:
             check_state_key(key)
         if not key.isascii():
-            check_text(key, f"a key of {where}")
+            check_key(key, where)
         kind = type(value)
         if kind is str:
             if value.isascii():
