@@ -33,6 +33,11 @@ session's history; partial chunks carry the last committed one), then exactly on
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
 
+Refusals: 400/422 name the field (a value no store could keep, such as a lone surrogate or
+nesting deeper than 100 levels, is 400 before anything is stored); 408 a body slower than
+``body_read_timeout``; 413 a body over ``max_body_bytes``; 409 (with ``Retry-After``) a session
+another run holds; 503 (with ``Retry-After``) more detached runs than ``max_detached_runs``.
+
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
 session, chat, follow the live event timeline (parallel branches as lanes, each event's state and
@@ -41,12 +46,20 @@ artifact deltas) and cancel the run in flight.
 
 from __future__ import annotations
 
-from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
-from ._serve import serve as serve
+from ._app import (
+    DEFAULT_BODY_READ_TIMEOUT as DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DETACHED_RUNS as DEFAULT_MAX_DETACHED_RUNS,
+    create_app as create_app,
+)
+from ._serve import DEFAULT_BACKLOG as DEFAULT_BACKLOG, serve as serve
 from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
 
 __all__ = [
+    "DEFAULT_BACKLOG",
+    "DEFAULT_BODY_READ_TIMEOUT",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DETACHED_RUNS",
     "UI_PATH",
     "UI_PUBLIC_PATHS",
     "create_app",
