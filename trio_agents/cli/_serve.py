@@ -17,7 +17,16 @@ import trio
 from starlette.applications import Starlette
 
 from ..agents import BaseAgent
-from ..server import UI_PATH, UI_PUBLIC_PATHS, create_app, serve, ui_routes
+from ..server import (
+    DEFAULT_BACKLOG,
+    DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_MAX_DETACHED_RUNS,
+    UI_PATH,
+    UI_PUBLIC_PATHS,
+    create_app,
+    serve,
+    ui_routes,
+)
 from ._services import Services, open_services
 
 __all__ = ["serve_apps"]
@@ -35,6 +44,10 @@ class ServeOptions:
     auth_token: str | None = None
     cors_origins: Sequence[str] = ()
     graceful_timeout: float = 5.0
+    backlog: int = DEFAULT_BACKLOG
+    body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
+    max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
+    lease_seconds: float | None = None
     session_service: str = "memory://"
     artifact_service: str = "memory://"
     memory_service: str | None = None
@@ -47,6 +60,7 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
         sessions=options.session_service,
         artifacts=options.artifact_service,
         memory=options.memory_service,
+        lease_seconds=options.lease_seconds,
     ) as services:
         stop = trio.Event()
         server = functools.partial(
@@ -56,6 +70,7 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
             port=options.port,
             shutdown_trigger=stop.wait,
             graceful_timeout=options.graceful_timeout,
+            backlog=options.backlog,
         )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -73,6 +88,8 @@ def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) 
         memory_service=services.memory,
         auth_token=options.auth_token,
         cors_origins=options.cors_origins,
+        body_read_timeout=options.body_read_timeout,
+        max_detached_runs=options.max_detached_runs,
         extra_routes=ui_routes() if options.ui else (),
         public_paths=UI_PUBLIC_PATHS if options.ui else (),
     )
