@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
+import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -49,8 +51,10 @@ __all__ = [
     "check_text",
     "dump_event",
     "dumps",
+    "deeper_stack",
     "is_json_value",
     "load_event",
+    "load_stored",
     "loads",
     "structure",
     "unstructure",
@@ -201,7 +205,33 @@ def loads(text: str | bytes) -> Any:
     except (ValueError, TypeError) as exc:
         raise SerializationError(f"invalid JSON: {exc}") from exc
     except RecursionError:
-        raise SerializationError("invalid JSON: nested too deep to parse") from None
+        raise SerializationError(
+            f"invalid JSON: nested too deep to parse (at most {MAX_DEPTH} levels are stored)"
+        ) from None
+
+
+def load_stored(text: str | bytes) -> Any:
+    """Parse JSON a store holds (no checks: it was checked when written).
+
+    Rows written by older versions may nest deeper than the stack allows here: those are parsed
+    with room to spare rather than failing every read of the session, user or app they belong to.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        with deeper_stack():
+            return json.loads(text)
+
+
+@contextlib.contextmanager
+def deeper_stack() -> Iterator[None]:
+    """Allow a few thousand more nested calls while parsing or writing one value."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 4000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -397,7 +427,7 @@ def check_key(key: str, where: str) -> None:
     """Raise :class:`SerializationError` if the key ``key`` of ``where`` has a lone surrogate."""
     if not _text_ok(key):
         path = f"{where}[{key!r}]"
-        raise SerializationError(_surrogate_message(key, f"the key of {path}"), path=path)
+        raise SerializationError(_surrogate_message(key, f"{path} (the key)"), path=path)
 
 
 def _surrogate_message(text: str, path: str) -> str:

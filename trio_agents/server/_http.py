@@ -6,7 +6,6 @@ import contextlib
 import hmac
 import json
 import math
-import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -18,7 +17,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._errors import SerializationError, SessionBusyError
-from .._serde import check_storable, dumps, loads, structure
+from .._serde import check_storable, deeper_stack, dumps, loads, structure
 from ..sessions import Session
 
 __all__ = ["json_response", "read_json", "session_json"]
@@ -58,23 +57,12 @@ def _encode(data: Any) -> bytes:
     except UnicodeEncodeError:  # a lone surrogate: ASCII JSON escapes it
         return _ascii_json(data)
     except RecursionError:
-        with _deeper_stack():
+        with deeper_stack():
             return _ascii_json(data)
 
 
 def _ascii_json(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
-
-
-@contextlib.contextmanager
-def _deeper_stack() -> Any:
-    """Allow a few thousand more nested calls for one encoding (of a value already in memory)."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 4000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 RETRY_AFTER = "1"

@@ -36,7 +36,7 @@ from .._errors import (
 )
 from .._events import Event
 from .._ids import new_session_id, now
-from .._serde import check_event
+from .._serde import check_event, load_stored
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from ._base import EventLog, GetSessionConfig, Session, SessionService
 from ._event_cache import (
@@ -482,7 +482,7 @@ def _merge_row(
         (*key, "{}"),
     )
     (current,) = conn.execute(f"SELECT state FROM {table} WHERE {where} FOR UPDATE", key).fetchone()
-    merged = {**json.loads(current), **delta}
+    merged = {**load_stored(current), **delta}
     conn.execute(f"UPDATE {table} SET state = %s WHERE {where}", (json.dumps(merged), *key))
 
 
@@ -508,7 +508,7 @@ def _append(conn: Any, key: Key, revision: int, event: Event, body: str) -> None
         ).fetchone()
         if row is None:
             _refuse(conn, key, revision)
-        state = json.dumps({**json.loads(row[0]), **own})
+        state = json.dumps({**load_stored(row[0]), **own})
     written = conn.execute(
         _APPEND, (event.timestamp, state, *key, revision, event.timestamp, body)
     ).rowcount
@@ -548,7 +548,7 @@ def _session(
     *,
     events: EventLog,
 ) -> Session:
-    scopes = [json.loads(text) if text else {} for text in (own, app, user)]
+    scopes = [load_stored(text) if text else {} for text in (own, app, user)]
     return Session(
         id=session_id,
         app_name=app_name,

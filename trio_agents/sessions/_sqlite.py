@@ -39,7 +39,7 @@ from .._errors import (
 )
 from .._events import Event
 from .._ids import new_session_id, now
-from .._serde import check_event
+from .._serde import check_event, load_stored
 from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from .._util import without_cancelled
@@ -305,7 +305,7 @@ class _transaction:
 
 
 def _loads(text: str | None) -> dict[str, Any]:
-    return {} if text is None else dict(json.loads(text))
+    return {} if text is None else dict(load_stored(text))
 
 
 def _dumps(value: Mapping[str, Any]) -> str:
