@@ -198,3 +198,15 @@ def test_the_cli_refuses_a_sqlite_uri_with_a_query(tmp_path: Any) -> None:
     assert done.returncode != 0
     assert "takes no query" in done.stdout + done.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_the_cli_defaults_are_the_servers() -> None:
+    """The command line (importable without the server extra) repeats the server's defaults."""
+    from trio_agents.cli._commands import api_server, web
+
+    for command in (api_server, web):
+        defaults = {param.name: param.default for param in command.params}
+        assert defaults["backlog"] == DEFAULT_BACKLOG
+        assert defaults["body_read_timeout"] == DEFAULT_BODY_READ_TIMEOUT
+        assert defaults["max_detached_runs"] == DEFAULT_MAX_DETACHED_RUNS
+        assert defaults["lease_seconds"] is None  # the service's own default
