@@ -439,7 +439,7 @@ def _surrogate_message(text: str, path: str) -> str:
 
 
 def _storable(value: object, depth: int) -> bool:
-    """The fast test of :func:`check_storable` (no paths built)."""
+    """The fast test of :func:`check_storable` (no paths built, no generators)."""
     kind = type(value)
     if kind is str:
         return _text_ok(value)  # type: ignore[arg-type]
@@ -447,18 +447,34 @@ def _storable(value: object, depth: int) -> bool:
         return True
     if kind is float:
         return math.isfinite(value)  # type: ignore[arg-type]
-    if isinstance(value, (dict, list, tuple)):
+    if isinstance(value, dict):
         if depth >= MAX_DEPTH:
             return False
-        if isinstance(value, dict):
-            return all(
-                isinstance(k, str) and _text_ok(k) and _storable(v, depth + 1)
-                for k, v in value.items()
-            )
-        return all(_storable(item, depth + 1) for item in value)
+        depth += 1
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                return False
+            if not (key.isascii() or _text_ok(key)):
+                return False
+            if type(item) in _NUMBERS:
+                continue
+            if not _storable(item, depth):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        if depth >= MAX_DEPTH:
+            return False
+        depth += 1
+        for item in value:
+            if type(item) not in _NUMBERS and not _storable(item, depth):
+                return False
+        return True
     if isinstance(value, str):
         return _text_ok(value)
     return is_json_value(value)  # int and float subclasses
+
+
+_NUMBERS = frozenset((int, bool, type(None)))
 
 
 def check_storable(value: object, path: str, depth: int = 0) -> None:
@@ -497,25 +513,46 @@ def _locate(value: object, path: str, depth: int) -> None:
         _locate(item, where, depth + 1)
 
 
-def check_event(event: Event) -> None:
+def check_event(event: Event, *, delta: bool = True) -> None:
     """Raise :class:`SerializationError` naming the path unless every session backend can store
     ``event`` and read it back equal (its strings valid Unicode, its payloads storable JSON).
 
     The common event (text or function parts, small payloads) is checked in one quick pass.
+    ``delta=False`` leaves the state delta out, for callers that check it with
+    :func:`~trio_agents._state.check_state_delta` anyway (the session backends).
     """
-    if not _event_ok(event):
-        check_storable(unstructure(event), "event")
+    if _event_ok(event) and (
+        not delta or not event.actions.state_delta or _storable(event.actions.state_delta, 2)
+    ):
+        return
+    check_storable(unstructure(event), "event")
 
 
 def _event_ok(event: Event) -> bool:
+    """Everything but the state delta (one attribute read per field in the common case)."""
     if not (event.id.isascii() and event.invocation_id.isascii() and event.author.isascii()):
         return False
-    for text in (event.branch, event.finish_reason, event.error_code, event.error_message):
-        if text is not None and not _text_ok(text):
+    branch = event.branch
+    if branch is not None and not _text_ok(branch):
+        return False
+    if event.error_message is not None or event.error_code is not None or event.finish_reason:
+        texts = (event.finish_reason, event.error_code, event.error_message)
+        if not all(text is None or _text_ok(text) for text in texts):
             return False
     content = event.content
-    if content is not None and not _content_ok(content):
-        return False
+    if content is not None:
+        parts = content.parts
+        if len(parts) == 1 and (text := parts[0].text) is not None and text.isascii():
+            if content.role is not None and not content.role.isascii():
+                return False
+            if parts[0].function_call is not None or parts[0].function_response is not None:
+                return _content_ok(content) and _rest_ok(event)
+        elif not _content_ok(content):
+            return False
+    return _rest_ok(event)
+
+
+def _rest_ok(event: Event) -> bool:
     metadata = event.custom_metadata
     if metadata and not _storable(metadata, 1):
         return False
@@ -527,18 +564,17 @@ def _event_ok(event: Event) -> bool:
 
 
 def _actions_ok(actions: EventActions) -> bool:
-    """The payloads of ``actions`` sit at depth 2 of an event."""
-    delta, configs, target = (
-        actions.state_delta,
+    """The payloads of ``actions`` but the delta; they sit at depth 2 of an event."""
+    configs, target, versions = (
         actions.requested_auth_configs,
-        (actions.transfer_to_agent),
+        actions.transfer_to_agent,
+        actions.artifact_delta,
     )
-    return (
-        (not delta or _storable(delta, 2))
-        and (not configs or _storable(configs, 2))
-        and (target is None or _text_ok(target))
-        and all(_text_ok(name) for name in actions.artifact_delta)
-    )
+    if configs and not _storable(configs, 2):
+        return False
+    if target is not None and not _text_ok(target):
+        return False
+    return not versions or all(_text_ok(name) for name in versions)
 
 
 def _content_ok(content: Content) -> bool:

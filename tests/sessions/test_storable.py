@@ -224,7 +224,7 @@ async def test_create_refuses_unstorable_ids(
         (Event(author="a", custom_metadata={"m": b"x"}), "event['customMetadata']['m']"),
         (
             Event(author="a", actions=EventActions(state_delta={"k": nested(MAX_DEPTH - 2)})),
-            "event['actions']['stateDelta']['k']",
+            "state_delta['k']",
         ),
     ],
 )

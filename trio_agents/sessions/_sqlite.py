@@ -191,7 +191,7 @@ class SqliteSessionService(SessionService):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
-        check_event(event)
+        check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         check_state_delta(delta)
         stored = strip_temp(delta)
