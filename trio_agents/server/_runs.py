@@ -30,6 +30,7 @@ from .._errors import (
     SerializationError,
     SessionBusyError,
     SessionNotFoundError,
+    StoreUnavailableError,
 )
 from .._runner import RunConfig, Runner, StreamingMode
 from ..sessions import GetSessionConfig
@@ -223,6 +224,8 @@ async def start_run(
         raise HTTPError(404, str(exc)) from exc
     except SessionBusyError as exc:
         raise busy(exc, core.session_service) from exc
+    except StoreUnavailableError as exc:
+        raise unavailable(str(exc)) from exc
     except ConfigurationError as exc:
         raise HTTPError(422, f"newMessage: {exc}") from exc
     except SerializationError as exc:  # the path names the message's part or the delta's key

@@ -18,6 +18,7 @@ from .._errors import (
     SerializationError,
     SessionBusyError,
     SessionExistsError,
+    StoreUnavailableError,
 )
 from .._events import Event, EventActions
 from .._ids import new_event_id, now
@@ -35,6 +36,7 @@ from ._http import (
     parse_record,
     read_json,
     session_json,
+    unavailable,
 )
 
 __all__ = ["artifact_uri"]
@@ -158,6 +160,8 @@ class SessionRoutes:
                 )
         except SessionBusyError as exc:
             raise busy(exc, service) from exc
+        except StoreUnavailableError as exc:
+            raise unavailable(str(exc)) from exc
         await self._delete_session_artifacts(app_name, user_id, session_id)
         return json_response(None)
 
@@ -191,6 +195,8 @@ class SessionRoutes:
                 await service.append_event(session, event)
         except SessionBusyError as exc:
             raise busy(exc, service) from exc
+        except StoreUnavailableError as exc:
+            raise unavailable(str(exc)) from exc
         except SerializationError as exc:
             raise HTTPError(422, f"stateDelta: {exc}") from exc
         return json_response(session_json(session))
