@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
+from tests.pg_cluster import ensure_cluster
 from tests.server.conftest import Start
 from tests.server.helpers import user_text, weather_agent
 from trio_agents import SerializationError
@@ -22,6 +24,7 @@ from trio_agents.artifacts import FileArtifactService
 from trio_agents.memory import InMemoryMemoryService
 from trio_agents.server import create_app
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
+from trio_agents.sessions._postgres import PostgresSessionService
 
 S = "/apps/myapp/users/u1/sessions"
 
@@ -43,13 +46,18 @@ async def send(
     return await client.request(method, url, content=content, headers=headers)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def service(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "memory":
         yield InMemorySessionService()
         return
-    async with SqliteSessionService(tmp_path / "s.db") as sqlite:
-        yield sqlite
+    if request.param == "sqlite":
+        async with SqliteSessionService(tmp_path / "s.db") as sqlite:
+            yield sqlite
+        return
+    dsn = await trio.to_thread.run_sync(ensure_cluster)
+    async with PostgresSessionService(dsn) as postgres:
+        yield postgres
 
 
 async def assert_app_reads_back(client: httpx.AsyncClient, url: str) -> None:
@@ -348,3 +356,37 @@ async def test_artifacts_need_their_session_and_go_with_it(
     assert (await client.delete(url + S + "/s1")).status_code == 200
     await client.post(url + S, json={"sessionId": "s1"})
     assert (await client.get(arts)).json() == ["user:profile.txt"]
+
+
+# -- NUL characters in ids (no store keeps one; PostgreSQL refuses them outright) -----------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "detail"),
+    [
+        ("GET", S + "/a%00b", None, 400, "path:"),
+        ("DELETE", S + "/a%00b", None, 400, "path:"),
+        ("GET", "/apps/myapp/users/u%00/sessions", None, 400, "path:"),
+        ("GET", S + "/s1/artifacts/a%00.txt", None, 400, "path:"),
+        ("POST", S, {"sessionId": "a\x00b"}, 400, "session_id"),
+        ("POST", "/run", _run(sessionId="a\x00b"), 422, "sessionId:"),
+        ("POST", "/run_sse", _run(userId="\x00"), 422, "userId:"),
+        ("PATCH", "/apps/myapp/users/u1/memory", {"sessionId": "\x00"}, 422, "sessionId:"),
+    ],
+)
+async def test_nul_characters_in_ids_are_refused(
+    start_server: Start,
+    client: httpx.AsyncClient,
+    service: SessionService,
+    method: str,
+    path: str,
+    body: Any,
+    status: int,
+    detail: str,
+) -> None:
+    url = await start_server(make_app(service, memory_service=InMemoryMemoryService()))
+    await client.post(url + S, json={"sessionId": "s1"})
+    response = await client.request(method, url + path, json=body)
+    assert response.status_code == status
+    assert response.json()["detail"].startswith(detail)
+    await assert_app_reads_back(client, url)

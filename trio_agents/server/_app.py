@@ -21,7 +21,7 @@ from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..plugins import BasePlugin
 from ..sessions import SessionService
 from ._core import ServerCore
-from ._http import BearerAuth, BodyLimits, HTTPError, error_response
+from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
 
@@ -168,6 +168,7 @@ def _middleware(
     if auth_token is not None:
         open_paths = ("/health", *public_paths)
         middleware.append(Middleware(BearerAuth, token=auth_token, open_paths=open_paths))
+    middleware.append(Middleware(RefuseNul))
     return middleware
 
 

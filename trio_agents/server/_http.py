@@ -179,6 +179,13 @@ class Fields:
             raise HTTPError(422, f"{name}: field required")
         return value
 
+    def identifier(self, name: str, *, required: bool = False) -> str | None:
+        """A string naming an app, user or session: no NUL character (no store keeps one)."""
+        value = self.text(name, required=required)
+        if value is not None and "\x00" in value:
+            raise HTTPError(422, f"{name}: must not contain NUL characters")
+        return value
+
     def text(self, name: str, *, required: bool = False) -> str | None:
         value = self.required(name) if required else self.get(name)
         if value is not None and not isinstance(value, str):
@@ -234,6 +241,20 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
         "events": [event.to_dict() for event in session.events] if with_events else [],
         "lastUpdateTime": session.last_update_time,
     }
+
+
+class RefuseNul:
+    """ASGI middleware: a path holding a NUL character (``%00``) is 400, as no store keeps one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "\x00" in scope["path"]:
+            error = HTTPError(400, "path: must not contain NUL characters (%00)")
+            await error_response(error)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class BearerAuth:

@@ -90,11 +90,11 @@ class RunPlan:
 def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
     """Validate a run request body (ADK's ``RunAgentRequest`` plus ``onDisconnect``)."""
     fields = Fields(data)
-    app_name = fields.text("appName") or default_app
+    app_name = fields.identifier("appName") or default_app
     if not app_name:
         raise HTTPError(422, "appName: field required")
-    user_id = str(fields.text("userId", required=True))
-    session_id = str(fields.text("sessionId", required=True))
+    user_id = str(fields.identifier("userId", required=True))
+    session_id = str(fields.identifier("sessionId", required=True))
     message = fields.record("newMessage", Content)
     if message is None:
         raise HTTPError(422, "newMessage: field required (there is no paused run to resume)")

@@ -208,7 +208,7 @@ class SessionRoutes:
         if memory is None:
             raise HTTPError(400, "Memory service is not configured.")
         fields = Fields(await read_json(request, self.body))
-        session_id = str(fields.text("sessionId", required=True))
+        session_id = str(fields.identifier("sessionId", required=True))
         session = await self.core.session_service.get_session(
             app_name=app_name, user_id=user_id, session_id=session_id
         )
