@@ -170,9 +170,9 @@ async def test_a_busy_session_gets_409_with_retry_after(
 # -- the command line ------------------------------------------------------------------------------
 
 
-def test_the_cli_sets_backlog_detach_limit_and_lease(tmp_path: Any) -> None:
+def test_the_cli_sets_backlog_and_detach_limit(tmp_path: Any) -> None:
     db = tmp_path / "s.db"
-    args = ["--backlog", "777", "--max-detached-runs", "0", "--lease-seconds", "3"]
+    args = ["--backlog", "777", "--max-detached-runs", "0"]
     with served("api-server", APPS, *args, "--session-service", f"sqlite:///{db}") as server:
         assert listen_backlog(urlsplit(server.url).port or 0) == 777
         with httpx.Client(base_url=server.url, timeout=15) as http:
@@ -211,7 +211,6 @@ def test_the_cli_defaults_are_the_servers() -> None:
         assert defaults["backlog"] == DEFAULT_BACKLOG
         assert defaults["body_read_timeout"] == DEFAULT_BODY_READ_TIMEOUT
         assert defaults["max_detached_runs"] == DEFAULT_MAX_DETACHED_RUNS
-        assert defaults["lease_seconds"] is None  # the service's own default
 
 
 # -- runs on PostgreSQL ----------------------------------------------------------------------------

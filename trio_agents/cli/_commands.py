@@ -81,13 +81,6 @@ _server_options = [
         type=click.IntRange(0),
         help="detached runs in flight at once (more: 503 with Retry-After)",
     ),
-    click.option(
-        "--lease-seconds",
-        default=None,
-        type=click.FloatRange(0, min_open=True),
-        help="SQLite sessions: how long a stopped server's runs keep their sessions busy "
-        "[default: 15]",
-    ),
 ]
 
 

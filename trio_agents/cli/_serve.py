@@ -47,7 +47,6 @@ class ServeOptions:
     backlog: int = DEFAULT_BACKLOG
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
-    lease_seconds: float | None = None
     session_service: str = "memory://"
     artifact_service: str = "memory://"
     memory_service: str | None = None
@@ -60,7 +59,6 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
         sessions=options.session_service,
         artifacts=options.artifact_service,
         memory=options.memory_service,
-        lease_seconds=options.lease_seconds,
     ) as services:
         stop = trio.Event()
         server = functools.partial(

@@ -29,10 +29,7 @@ class Services:
 
 def _sqlite_path(uri: str) -> str:
     if "?" in uri or "#" in uri:
-        raise ConfigurationError(
-            f"a SQLite URI takes no query or fragment, got {uri!r} "
-            "(set the lease with --lease-seconds)"
-        )
+        raise ConfigurationError(f"a SQLite URI takes no query or fragment, got {uri!r}")
     path = uri[len("sqlite://") :]
     if not path.startswith("/"):
         raise ConfigurationError(
@@ -48,14 +45,13 @@ def _backend(module: str, name: str, uri: str) -> Any:
         raise ConfigurationError(f"{uri!r} needs {name}, which is not available: {exc}") from exc
 
 
-def _session_service(uri: str, lease_seconds: float | None = None) -> SessionService:
+def _session_service(uri: str) -> SessionService:
     scheme = urlsplit(uri).scheme
     if scheme == "memory":
         return InMemorySessionService()
     if scheme == "sqlite":
         cls = _backend("trio_agents.sessions", "SqliteSessionService", uri)
-        lease = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
-        service: SessionService = cls(_sqlite_path(uri), **lease)
+        service: SessionService = cls(_sqlite_path(uri))
         return service
     if scheme in ("postgresql", "postgres"):
         cls = _backend("trio_agents.sessions", "PostgresSessionService", uri)
@@ -94,15 +90,10 @@ async def open_services(
     sessions: str = "memory://",
     artifacts: str = "memory://",
     memory: str | None = None,
-    lease_seconds: float | None = None,
 ) -> AsyncIterator[Services]:
-    """Open the services the URIs name; close those that need closing on exit.
-
-    ``lease_seconds`` is passed to a SQLite session service (how long the sessions of a process
-    that died stay busy).
-    """
+    """Open the services the URIs name; close those that need closing on exit."""
     services = Services(
-        _session_service(sessions, lease_seconds),
+        _session_service(sessions),
         _artifact_service(artifacts),
         _memory_service(memory),
     )

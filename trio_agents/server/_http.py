@@ -69,15 +69,9 @@ RETRY_AFTER = "1"
 """Seconds a client is told to wait (``Retry-After``) after a 409 busy or a 503."""
 
 
-def busy(exc: SessionBusyError, service: object) -> HTTPError:
+def busy(exc: SessionBusyError) -> HTTPError:
     """The 409 of a session another run holds: worth retrying, so with ``Retry-After``."""
-    lease = getattr(service, "lease_seconds", None)
-    hint = (
-        ""
-        if lease is None
-        else f" (or did, in a server that stopped: its hold runs out within {lease:g} s)"
-    )
-    return HTTPError(409, f"{exc}{hint}", headers={"Retry-After": RETRY_AFTER})
+    return HTTPError(409, str(exc), headers={"Retry-After": RETRY_AFTER})
 
 
 def unavailable(detail: str) -> HTTPError:

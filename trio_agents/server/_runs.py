@@ -223,7 +223,7 @@ async def start_run(
     except SessionNotFoundError as exc:
         raise HTTPError(404, str(exc)) from exc
     except SessionBusyError as exc:
-        raise busy(exc, core.session_service) from exc
+        raise busy(exc) from exc
     except StoreUnavailableError as exc:
         raise unavailable(str(exc)) from exc
     except ConfigurationError as exc:

@@ -159,7 +159,7 @@ class SessionRoutes:
                     app_name=app_name, user_id=user_id, session_id=session_id
                 )
         except SessionBusyError as exc:
-            raise busy(exc, service) from exc
+            raise busy(exc) from exc
         except StoreUnavailableError as exc:
             raise unavailable(str(exc)) from exc
         await self._delete_session_artifacts(app_name, user_id, session_id)
@@ -194,7 +194,7 @@ class SessionRoutes:
                 )
                 await service.append_event(session, event)
         except SessionBusyError as exc:
-            raise busy(exc, service) from exc
+            raise busy(exc) from exc
         except StoreUnavailableError as exc:
             raise unavailable(str(exc)) from exc
         except SerializationError as exc:
