@@ -1,9 +1,9 @@
 """Hypothesis sends generated bodies, ids and headers to every route of a real server.
 
-The server is ``trio-agents api-server`` in its own process on 127.0.0.1, with SQLite sessions,
-file artifacts and a memory service. Whatever arrives: no 5xx, every 4xx carries a ``detail``,
-and afterwards every session of the fuzzed users still reads back. The example count is bounded
-(``TRIO_AGENTS_FUZZ_EXAMPLES``, 100 by default).
+The server is ``trio-agents api-server`` in its own process on 127.0.0.1, with SQLite (then
+PostgreSQL) sessions, file artifacts and a memory service. Whatever arrives: no 5xx, every 4xx
+carries a ``detail``, and afterwards every session of the fuzzed users still reads back. The
+example count is bounded (``TRIO_AGENTS_FUZZ_EXAMPLES``, 100 by default, per store).
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from psycopg.conninfo import conninfo_to_dict
 
+from tests.pg_cluster import ensure_cluster
 from tests.serving import APPS, Served, served
 
 EXAMPLES = int(os.environ.get("TRIO_AGENTS_FUZZ_EXAMPLES", "100"))
@@ -146,12 +148,22 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
 # -- the server ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def postgres_uri() -> str:
+    """The test cluster's DSN (a fresh schema) as the ``postgresql://`` URI the CLI takes."""
+    parts = conninfo_to_dict(ensure_cluster())
+    query = urlencode({"options": parts["options"]})
+    return f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}?{query}"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     root: Path = tmp_path_factory.mktemp("fuzz")
+    sessions = f"sqlite:///{root / 'sessions.db'}" if request.param == "sqlite" else postgres_uri()
     options = [
         "--session-service",
-        f"sqlite:///{root / 'sessions.db'}",
+        sessions,
         "--artifact-service",
         f"file://{root / 'artifacts'}",
         "--memory-service",
