@@ -109,6 +109,16 @@ class SessionBusyError(SessionError):
         super().__init__(f"Session {session_id} already has a run in flight", session_id=session_id)
 
 
+class StoreUnavailableError(SessionError):
+    """The session store cannot take another run now (its connections are all in use).
+
+    Worth retrying shortly; the HTTP server answers it with 503 and ``Retry-After``.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message, session_id=session_id)
+
+
 class ArtifactNotFoundError(TrioAgentsError, LookupError):
     """An explicitly requested artifact version does not exist."""
 

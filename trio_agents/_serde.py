@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
+import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -38,14 +40,21 @@ from ._content import (
     Part,
 )
 from ._errors import SerializationError
-from ._events import Event, EventActions, UsageMetadata
+from ._events import _NO_ACTIONS as NO_ACTIONS, Event, EventActions, UsageMetadata
 
 __all__ = [
+    "MAX_DEPTH",
     "check_json_value",
+    "check_key",
+    "check_event",
+    "check_storable",
+    "check_text",
     "dump_event",
     "dumps",
+    "deeper_stack",
     "is_json_value",
     "load_event",
+    "load_stored",
     "loads",
     "structure",
     "unstructure",
@@ -195,6 +204,34 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, TypeError) as exc:
         raise SerializationError(f"invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise SerializationError(
+            f"invalid JSON: nested too deep to parse (at most {MAX_DEPTH} levels are stored)"
+        ) from None
+
+
+def load_stored(text: str | bytes) -> Any:
+    """Parse JSON a store holds (no checks: it was checked when written).
+
+    Rows written by older versions may nest deeper than the stack allows here: those are parsed
+    with room to spare rather than failing every read of the session, user or app they belong to.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        with deeper_stack():
+            return json.loads(text)
+
+
+@contextlib.contextmanager
+def deeper_stack() -> Iterator[None]:
+    """Allow a few thousand more nested calls while parsing or writing one value."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 4000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -360,3 +397,204 @@ def check_json_value(value: object, path: str) -> None:
         f"{path} is a {type(value).__name__} ({value!r:.60}), which cannot be stored as JSON",
         path=path,
     )
+
+
+# -- storable values -------------------------------------------------------------------------------
+
+MAX_DEPTH = 100
+"""How deep a stored value may nest (a list or object counts one level). Deeper values are
+refused when stored: every backend and every reader of the JSON must be able to read them back."""
+
+
+def _text_ok(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogate): O(1) for ASCII text."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(text: str, path: str) -> None:
+    """Raise :class:`SerializationError` naming ``path`` if ``text`` holds a lone surrogate."""
+    if not _text_ok(text):
+        raise SerializationError(_surrogate_message(text, path), path=path)
+
+
+def check_key(key: str, where: str) -> None:
+    """Raise :class:`SerializationError` if the key ``key`` of ``where`` has a lone surrogate."""
+    if not _text_ok(key):
+        path = f"{where}[{key!r}]"
+        raise SerializationError(_surrogate_message(key, f"{path} (the key)"), path=path)
+
+
+def _surrogate_message(text: str, path: str) -> str:
+    index = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
+    return (
+        f"{path} holds a lone surrogate ({text[index]!r} at index {index}), "
+        "which cannot be written as UTF-8"
+    )
+
+
+def _storable(value: object, depth: int) -> bool:
+    """The fast test of :func:`check_storable` (no paths built, no generators)."""
+    kind = type(value)
+    if kind is str:
+        return _text_ok(value)  # type: ignore[arg-type]
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return False
+        depth += 1
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                return False
+            if not (key.isascii() or _text_ok(key)):
+                return False
+            if type(item) in _NUMBERS:
+                continue
+            if not _storable(item, depth):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        if depth >= MAX_DEPTH:
+            return False
+        depth += 1
+        for item in value:
+            if type(item) not in _NUMBERS and not _storable(item, depth):
+                return False
+        return True
+    if isinstance(value, str):
+        return _text_ok(value)
+    return is_json_value(value)  # int and float subclasses
+
+
+_NUMBERS = frozenset((int, bool, type(None)))
+
+
+def check_storable(value: object, path: str, depth: int = 0) -> None:
+    """Raise :class:`SerializationError` naming ``path`` unless ``value`` can be stored.
+
+    Storable: plain JSON (as :func:`check_json_value`) whose strings are valid Unicode (no lone
+    surrogate) and that nests at most :data:`MAX_DEPTH` levels, so that every backend writes it and
+    reads it back equal. The common case is one quick pass; paths are built only for the error.
+    ``depth`` is how deep ``value`` already sits in the stored document.
+    """
+    if not _storable(value, depth):
+        _locate(value, path, depth)
+
+
+def _locate(value: object, path: str, depth: int) -> None:
+    """Raise the error naming the first offending item under ``path``."""
+    if isinstance(value, str):
+        check_text(value, path)
+        return
+    if not isinstance(value, (dict, list, tuple)):
+        check_json_value(value, path)
+        return
+    if depth >= MAX_DEPTH:
+        raise SerializationError(
+            f"{path} nests deeper than {MAX_DEPTH} levels, which cannot be stored", path=path
+        )
+    if not isinstance(value, dict):
+        for index, item in enumerate(value):
+            _locate(item, f"{path}[{index}]", depth + 1)
+        return
+    for key, item in value.items():
+        where = f"{path}[{key!r}]"
+        if not isinstance(key, str):
+            raise SerializationError(f"{path} has a non-string key {key!r}", path=where)
+        check_key(key, path)
+        _locate(item, where, depth + 1)
+
+
+def check_event(event: Event, *, delta: bool = True) -> None:
+    """Raise :class:`SerializationError` naming the path unless every session backend can store
+    ``event`` and read it back equal (its strings valid Unicode, its payloads storable JSON).
+
+    The common event (text or function parts, small payloads) is checked in one quick pass.
+    ``delta=False`` leaves the state delta out, for callers that check it with
+    :func:`~trio_agents._state.check_state_delta` anyway (the session backends).
+    """
+    if _event_ok(event) and (
+        not delta or not event.actions.state_delta or _storable(event.actions.state_delta, 2)
+    ):
+        return
+    check_storable(unstructure(event), "event")
+
+
+def _event_ok(event: Event) -> bool:
+    """Everything but the state delta (one attribute read per field in the common case)."""
+    if not (event.id.isascii() and event.invocation_id.isascii() and event.author.isascii()):
+        return False
+    branch = event.branch
+    if branch is not None and not _text_ok(branch):
+        return False
+    if event.error_message is not None or event.error_code is not None or event.finish_reason:
+        texts = (event.finish_reason, event.error_code, event.error_message)
+        if not all(text is None or _text_ok(text) for text in texts):
+            return False
+    content = event.content
+    if content is not None:
+        parts = content.parts
+        if len(parts) == 1 and (text := parts[0].text) is not None and text.isascii():
+            if content.role is not None and not content.role.isascii():
+                return False
+            if parts[0].function_call is not None or parts[0].function_response is not None:
+                return _content_ok(content) and _rest_ok(event)
+        elif not _content_ok(content):
+            return False
+    return _rest_ok(event)
+
+
+def _rest_ok(event: Event) -> bool:
+    metadata = event.custom_metadata
+    if metadata and not _storable(metadata, 1):
+        return False
+    actions = event.actions
+    if actions is not NO_ACTIONS and not _actions_ok(actions):
+        return False
+    ids = event.long_running_tool_ids
+    return not ids or all(_text_ok(i) for i in ids)
+
+
+def _actions_ok(actions: EventActions) -> bool:
+    """The payloads of ``actions`` but the delta; they sit at depth 2 of an event."""
+    configs, target, versions = (
+        actions.requested_auth_configs,
+        actions.transfer_to_agent,
+        actions.artifact_delta,
+    )
+    if configs and not _storable(configs, 2):
+        return False
+    if target is not None and not _text_ok(target):
+        return False
+    return not versions or all(_text_ok(name) for name in versions)
+
+
+def _content_ok(content: Content) -> bool:
+    """Parts sit at depth 3 of an event (event, content, parts list, part)."""
+    if content.role is not None and not _text_ok(content.role):
+        return False
+    for part in content.parts:
+        text = part.text
+        if text is not None:
+            if not _text_ok(text):
+                return False
+            continue
+        call = part.function_call or part.function_response
+        if call is None:
+            if not _storable(unstructure(part), 3):
+                return False
+            continue
+        payload = call.args if isinstance(call, FunctionCall) else call.response
+        if not (_text_ok(call.name) and (call.id is None or _text_ok(call.id))):
+            return False
+        if payload and not _storable(payload, 5):
+            return False
+    return True

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, ClassVar, TypeAlias
 
 from ._errors import SerializationError
-from ._serde import check_json_value
+from ._serde import check_key, check_storable
 
 __all__ = [
     "APP_PREFIX",
@@ -45,17 +45,31 @@ def check_state_key(key: object) -> str:
     return key
 
 
-_SCALARS = (str, int, bool, type(None))
+_NUMBERS = (int, bool, type(None))
+
+STATE_DEPTH = 3
+"""How deep a state value sits in a stored event (event, actions, stateDelta): its own nesting
+counts from there, so a value any session accepts fits in every document that holds it."""
 
 
 def check_state_delta(delta: Mapping[Any, Any], where: str = "state_delta") -> None:
-    """Raise :class:`SerializationError` naming the first key or value that is not JSON."""
+    """Raise :class:`SerializationError` naming the first key or value that cannot be stored.
+
+    Storable: JSON whose strings are valid Unicode and that nests at most
+    :data:`~trio_agents._serde.MAX_DEPTH` levels (see :func:`~trio_agents._serde.check_storable`).
+    """
     for key, value in delta.items():
         if type(key) is not str:
             check_state_key(key)
-        if type(value) in _SCALARS:
-            continue  # the common case, checked without building a path
-        check_json_value(value, f"{where}[{key!r}]")
+        if not key.isascii():
+            check_key(key, where)
+        kind = type(value)
+        if kind is str:
+            if value.isascii():
+                continue  # the common case, checked without building a path
+        elif kind in _NUMBERS:
+            continue
+        check_storable(value, f"{where}[{key!r}]", STATE_DEPTH)
 
 
 def strip_temp(delta: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -233,7 +247,7 @@ class State(MutableMapping[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         check_state_key(key)
-        check_json_value(value, f"state[{key!r}]")
+        check_storable(value, f"state[{key!r}]", STATE_DEPTH)
         self._value[key] = value
         self._delta[key] = value
         self._stamp(key)

@@ -175,6 +175,7 @@ async def test_artifact_round_trip_s_api_7(url: str, client: httpx.AsyncClient) 
 
 
 async def test_artifact_versions_and_missing_ones(url: str, client: httpx.AsyncClient) -> None:
+    await client.post(url + S, json={"sessionId": "s1"})
     arts = f"{url}{S}/s1/artifacts"
     blob = {"inlineData": {"mimeType": "image/png", "data": "AAEC"}}
     await client.post(arts, json={"filename": "p.png", "artifact": {"text": "v0"}})
@@ -197,6 +198,7 @@ async def test_artifact_versions_and_missing_ones(url: str, client: httpx.AsyncC
 
 
 async def test_artifact_bad_filename_is_400(url: str, client: httpx.AsyncClient) -> None:
+    await client.post(url + S, json={"sessionId": "s1"})
     arts = f"{url}{S}/s1/artifacts"
     response = await client.post(arts, json={"filename": "..", "artifact": {"text": "x"}})
     assert response.status_code == 400

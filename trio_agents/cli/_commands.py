@@ -84,6 +84,27 @@ _server_options = [
         type=click.FloatRange(0),
         help="seconds requests get to finish on Ctrl-C",
     ),
+    click.option(
+        "--backlog",
+        default=2048,
+        show_default=True,
+        type=click.IntRange(1),
+        help="connections queued before the server accepts them (more are reset)",
+    ),
+    click.option(
+        "--body-read-timeout",
+        default=30.0,
+        show_default=True,
+        type=click.FloatRange(0, min_open=True),
+        help="seconds a request body may take to arrive (slower: 408, connection closed)",
+    ),
+    click.option(
+        "--max-detached-runs",
+        default=64,
+        show_default=True,
+        type=click.IntRange(0),
+        help="detached runs in flight at once (more: 503 with Retry-After)",
+    ),
 ]
 
 

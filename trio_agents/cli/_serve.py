@@ -20,7 +20,17 @@ from starlette.routing import BaseRoute
 
 from .._errors import ConfigurationError
 from ..agents import BaseAgent
-from ..server import UI_PATH, UI_PUBLIC_PATHS, adk_ui_routes, create_app, serve, ui_routes
+from ..server import (
+    DEFAULT_BACKLOG,
+    DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_MAX_DETACHED_RUNS,
+    UI_PATH,
+    UI_PUBLIC_PATHS,
+    adk_ui_routes,
+    create_app,
+    serve,
+    ui_routes,
+)
 from ._services import Services, open_services
 
 __all__ = ["serve_apps"]
@@ -38,6 +48,9 @@ class ServeOptions:
     auth_token: str | None = None
     cors_origins: Sequence[str] = ()
     graceful_timeout: float = 5.0
+    backlog: int = DEFAULT_BACKLOG
+    body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
+    max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
     session_service: str = "memory://"
     artifact_service: str = "memory://"
     memory_service: str | None = None
@@ -60,6 +73,7 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
             port=options.port,
             shutdown_trigger=stop.wait,
             graceful_timeout=options.graceful_timeout,
+            backlog=options.backlog,
         )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -79,6 +93,8 @@ def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) 
         memory_service=services.memory,
         auth_token=options.auth_token,
         cors_origins=options.cors_origins,
+        body_read_timeout=options.body_read_timeout,
+        max_detached_runs=options.max_detached_runs,
         extra_routes=_ui(options),
         public_paths=UI_PUBLIC_PATHS if options.ui else (),
         dev_routes=True,

@@ -28,6 +28,8 @@ class Services:
 
 
 def _sqlite_path(uri: str) -> str:
+    if "?" in uri or "#" in uri:
+        raise ConfigurationError(f"a SQLite URI takes no query or fragment, got {uri!r}")
     path = uri[len("sqlite://") :]
     if not path.startswith("/"):
         raise ConfigurationError(
@@ -88,7 +90,10 @@ STARTUP_CHECK_APP = "trio_agents_startup_check"
 
 @contextlib.asynccontextmanager
 async def open_services(
-    *, sessions: str = "memory://", artifacts: str = "memory://", memory: str | None = None
+    *,
+    sessions: str = "memory://",
+    artifacts: str = "memory://",
+    memory: str | None = None,
 ) -> AsyncIterator[Services]:
     """Open the services the URIs name; close those that need closing on exit.
 
@@ -96,7 +101,9 @@ async def open_services(
     unreachable server fails here, naming its URI.
     """
     services = Services(
-        _session_service(sessions), _artifact_service(artifacts), _memory_service(memory)
+        _session_service(sessions),
+        _artifact_service(artifacts),
+        _memory_service(memory),
     )
     try:
         await _check_sessions(services.sessions, sessions)

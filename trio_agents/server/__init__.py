@@ -42,6 +42,11 @@ and ``debug/trace/{event_id}`` (spans a :class:`TraceRecorder` keeps per session
 ``extra_routes=adk_ui_routes()`` (``trio-agents web --adk-ui``) the installed google-adk's UI
 itself is served at ``/dev-ui/``.
 
+Refusals: 400/422 name the field (a value no store could keep, such as a lone surrogate or
+nesting deeper than 100 levels, is 400 before anything is stored); 408 a body slower than
+``body_read_timeout``; 413 a body over ``max_body_bytes``; 409 (with ``Retry-After``) a session
+another run holds; 503 (with ``Retry-After``) more detached runs than ``max_detached_runs``.
+
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
 session, chat, follow the live event timeline (parallel branches as lanes, each event's state and
@@ -51,13 +56,21 @@ artifact deltas) and cancel the run in flight.
 from __future__ import annotations
 
 from ._adk_ui import adk_ui_routes as adk_ui_routes
-from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
-from ._serve import serve as serve
+from ._app import (
+    DEFAULT_BODY_READ_TIMEOUT as DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DETACHED_RUNS as DEFAULT_MAX_DETACHED_RUNS,
+    create_app as create_app,
+)
+from ._serve import DEFAULT_BACKLOG as DEFAULT_BACKLOG, serve as serve
 from ._traces import TraceRecorder as TraceRecorder
 from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
 
 __all__ = [
+    "DEFAULT_BACKLOG",
+    "DEFAULT_BODY_READ_TIMEOUT",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DETACHED_RUNS",
     "TraceRecorder",
     "UI_PATH",
     "UI_PUBLIC_PATHS",

@@ -15,22 +15,33 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, SerializationError
 from ..agents import BaseAgent
 from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..plugins import BasePlugin
 from ..sessions import SessionService
 from ._core import ServerCore
 from ._dev import DevRoutes
-from ._http import BearerAuth, HTTPError, error_response
+from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
 from ._traces import TraceRecorder
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+__all__ = [
+    "DEFAULT_BODY_READ_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DETACHED_RUNS",
+    "create_app",
+]
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest request body accepted by default (16 MiB); larger ones get 413."""
+
+DEFAULT_BODY_READ_TIMEOUT = 30.0
+"""Seconds a request body may take to arrive by default; a slower one gets 408."""
+
+DEFAULT_MAX_DETACHED_RUNS = 64
+"""Detached runs in flight at once by default; more get 503 with ``Retry-After``."""
 
 SESSION = "/apps/{app_name}/users/{user_id}/sessions/{session_id}"
 ARTIFACT = SESSION + "/artifacts/{artifact_name}"
@@ -46,7 +57,8 @@ def create_app(
     auth_token: str | None = None,
     cors_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_detached_runs: int = 16,
+    max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS,
+    body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT,
     max_llm_calls: int | None = None,
     default_app_name: str | None = None,
     ping_interval: float = 15.0,
@@ -68,7 +80,10 @@ def create_app(
             <token>`` (else 401).
         cors_origins: origins allowed by CORS (``"*"`` for any); none by default.
         max_body_bytes: larger request bodies are refused with 413.
-        max_detached_runs: runs with ``onDisconnect: "detach"`` in flight at once; more get 503.
+        max_detached_runs: runs with ``onDisconnect: "detach"`` in flight at once; more get 503
+            with ``Retry-After``.
+        body_read_timeout: seconds a request body may take to arrive whole; a slower client
+            gets 408 and its connection is closed.
         max_llm_calls: passed to every run's ``RunConfig``.
         default_app_name: the app of run requests without ``appName``.
         ping_interval: seconds of silence after which an SSE stream sends a ``: ping`` comment.
@@ -81,8 +96,11 @@ def create_app(
             (their author's place in the agent tree); for development, not production: traces
             hold prompts.
     """
-    if max_body_bytes <= 0 or max_detached_runs < 0:
-        raise ConfigurationError("max_body_bytes must be > 0 and max_detached_runs >= 0")
+    if max_body_bytes <= 0 or max_detached_runs < 0 or not body_read_timeout > 0:
+        raise ConfigurationError(
+            "max_body_bytes and body_read_timeout must be > 0 and max_detached_runs >= 0"
+        )
+    body = BodyLimits(max_body_bytes, body_read_timeout)
     traces = TraceRecorder() if dev_routes else None
     core = ServerCore(
         agents,
@@ -93,23 +111,23 @@ def create_app(
         max_detached_runs=max_detached_runs,
         cleanup_timeout=cleanup_timeout,
     )
-    sessions = SessionRoutes(core, max_body_bytes=max_body_bytes)
+    sessions = SessionRoutes(core, body=body)
     runs = RunRoutes(
         core,
-        max_body_bytes=max_body_bytes,
+        body=body,
         default_app=default_app_name,
         max_llm_calls=max_llm_calls,
         ping_interval=ping_interval,
     )
-    dev = (
-        DevRoutes(core, traces, max_body_bytes=max_body_bytes).routes()
-        if traces is not None
-        else []
-    )
+    dev = DevRoutes(core, traces, body=body).routes() if traces is not None else []
     app = Starlette(
         routes=[*_routes(sessions, runs), *dev, *extra_routes],
         middleware=_middleware(auth_token, cors_origins, public_paths),
-        exception_handlers={HTTPError: _http_error, HTTPException: _starlette_error},
+        exception_handlers={
+            HTTPError: _http_error,
+            HTTPException: _starlette_error,
+            SerializationError: _unstorable,
+        },
         lifespan=_lifespan_of(core),
     )
     core.node_info = dev_routes
@@ -161,12 +179,18 @@ def _middleware(
     if auth_token is not None:
         open_paths = ("/health", *public_paths)
         middleware.append(Middleware(BearerAuth, token=auth_token, open_paths=open_paths))
+    middleware.append(Middleware(RefuseNul))
     return middleware
 
 
 def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPError)
     return error_response(exc)
+
+
+def _unstorable(request: Request, exc: Exception) -> Response:
+    """A value some route let through to a store that refused it: 422 naming where."""
+    return error_response(HTTPError(422, str(exc)))
 
 
 def _starlette_error(request: Request, exc: Exception) -> Response:

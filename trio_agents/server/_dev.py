@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from ..agents import BaseAgent
 from ._core import ServerCore
 from ._graph import agent_json, dot_source, find_node
-from ._http import Fields, HTTPError, json_response, read_json
+from ._http import BodyLimits, Fields, HTTPError, json_response, read_json
 from ._traces import TraceRecorder
 
 __all__: list[str] = []  # the routes are reached through create_app(dev_routes=True)
@@ -38,10 +38,10 @@ NOT_IMPLEMENTED = (
 class DevRoutes:
     """The routes above, over ``core`` and the spans ``traces`` recorded."""
 
-    def __init__(self, core: ServerCore, traces: TraceRecorder, *, max_body_bytes: int) -> None:
+    def __init__(self, core: ServerCore, traces: TraceRecorder, *, body: BodyLimits) -> None:
         self.core = core
         self.traces = traces
-        self.max_body_bytes = max_body_bytes
+        self.body = body
         self.telemetry = False
 
     def routes(self) -> list[BaseRoute]:
@@ -69,7 +69,7 @@ class DevRoutes:
         return json_response({"telemetry": self.telemetry})
 
     async def set_telemetry(self, request: Request) -> Response:
-        fields = Fields(await read_json(request, limit=self.max_body_bytes))
+        fields = Fields(await read_json(request, self.body))
         choice = fields.flag("telemetry")
         fields.check_unknown()
         self.telemetry = choice

@@ -5,16 +5,20 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hmac
+import json
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
+import attrs
+import trio
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._errors import SerializationError
-from .._serde import dumps, loads, structure
+from .._errors import SerializationError, SessionBusyError
+from .._serde import check_storable, deeper_stack, dumps, loads, structure
 from ..sessions import Session
 
 __all__ = ["json_response", "read_json", "session_json"]
@@ -37,13 +41,43 @@ class HTTPError(Exception):
 def json_response(
     data: Any, status: int = 200, *, headers: Mapping[str, str] | None = None
 ) -> Response:
-    """A compact JSON response (``data`` must already be plain JSON)."""
+    """A compact JSON response (``data`` must already be plain JSON).
+
+    Values no current write lets into a store, but older versions did, still answer: a lone
+    surrogate is written as its ``\\u`` escape, a value nested deeper than the stack allows
+    is encoded with room to spare.
+    """
     return Response(
-        dumps(data, path="response").encode(),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
+        _encode(data), status_code=status, media_type="application/json", headers=headers
     )
+
+
+def _encode(data: Any) -> bytes:
+    try:
+        return dumps(data, path="response").encode()
+    except UnicodeEncodeError:  # a lone surrogate: ASCII JSON escapes it
+        return _ascii_json(data)
+    except RecursionError:
+        with deeper_stack():
+            return _ascii_json(data)
+
+
+def _ascii_json(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+
+
+RETRY_AFTER = "1"
+"""Seconds a client is told to wait (``Retry-After``) after a 409 busy or a 503."""
+
+
+def busy(exc: SessionBusyError) -> HTTPError:
+    """The 409 of a session another run holds: worth retrying, so with ``Retry-After``."""
+    return HTTPError(409, str(exc), headers={"Retry-After": RETRY_AFTER})
+
+
+def unavailable(detail: str) -> HTTPError:
+    """A 503 refusal under load, with ``Retry-After``."""
+    return HTTPError(503, detail, headers={"Retry-After": RETRY_AFTER})
 
 
 def error_response(error: HTTPError) -> Response:
@@ -59,32 +93,58 @@ def json_type(value: Any) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
-async def read_json(request: Request, *, limit: int) -> Any:
+@attrs.frozen
+class BodyLimits:
+    """How much of a request body is read, and for how long."""
+
+    max_bytes: int
+    read_seconds: float = math.inf
+
+
+async def read_json(request: Request, limits: BodyLimits) -> Any:
     """The request body parsed as JSON (None when empty).
 
     Raises:
-        HTTPError: 413 when the body is longer than ``limit`` bytes (announced or sent), 400 when
-            it is not JSON.
+        HTTPError: 413 when the body is longer than ``limits.max_bytes`` (announced or sent), 408
+            (and the connection is closed) when it has not arrived whole within
+            ``limits.read_seconds``, 400 when it is not JSON, or holds
+            a value no store could keep (a lone surrogate, nesting deeper than
+            :data:`~trio_agents._serde.MAX_DEPTH`); the detail names where.
     """
+    limit, timeout = limits.max_bytes, limits.read_seconds
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
+    if length.isascii() and length.isdigit() and int(length) > limit:
         raise _too_large(limit)
     body = bytearray()
-    async with contextlib.aclosing(request.stream()) as chunks:
-        async for chunk in chunks:
-            body += chunk
-            if len(body) > limit:
-                raise _too_large(limit)
+    with trio.move_on_after(timeout) as reading:
+        async with contextlib.aclosing(request.stream()) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise _too_large(limit)
+    if reading.cancelled_caught:
+        raise HTTPError(408, f"the request body did not arrive within {timeout:g} s", headers=CLOSE)
     if not body.strip():
         return None
     try:
-        return loads(bytes(body))
+        data = loads(bytes(body))
     except SerializationError as exc:
         raise HTTPError(400, f"the request body is not valid JSON: {exc}") from exc
+    try:
+        check_storable(data, "body")
+    except SerializationError as exc:
+        raise HTTPError(400, str(exc)) from exc
+    return data
+
+
+CLOSE = {"Connection": "close"}
+"""Sent with refusals after which the rest of the request is not read."""
 
 
 def _too_large(limit: int) -> HTTPError:
-    return HTTPError(413, f"the request body is larger than the limit of {limit} bytes")
+    return HTTPError(
+        413, f"the request body is larger than the limit of {limit} bytes", headers=CLOSE
+    )
 
 
 def _snake(name: str) -> str:
@@ -152,6 +212,13 @@ class Fields:
             meant = near_miss(key, self.names)
             if meant is not None:
                 raise HTTPError(422, f"{key}: unknown field; did you mean {meant!r}?")
+
+    def identifier(self, name: str, *, required: bool = False) -> str | None:
+        """A string naming an app, user or session: no NUL character (no store keeps one)."""
+        value = self.text(name, required=required)
+        if value is not None and "\x00" in value:
+            raise HTTPError(422, f"{name}: must not contain NUL characters")
+        return value
 
     def text(self, name: str, *, required: bool = False) -> str | None:
         value = self.required(name) if required else self.get(name)
@@ -221,6 +288,20 @@ def _event_json(event: Any, paths: Mapping[str, str] | None) -> dict[str, Any]:
     if path:
         data["nodeInfo"] = {"path": path}
     return data
+
+
+class RefuseNul:
+    """ASGI middleware: a path holding a NUL character (``%00``) is 400, as no store keeps one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "\x00" in scope["path"]:
+            error = HTTPError(400, "path: must not contain NUL characters (%00)")
+            await error_response(error)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class BearerAuth:

@@ -30,11 +30,21 @@ from .._errors import (
     SerializationError,
     SessionBusyError,
     SessionNotFoundError,
+    StoreUnavailableError,
 )
 from .._runner import RunConfig, Runner, StreamingMode
 from ..sessions import GetSessionConfig
 from ._core import ServerCore
-from ._http import Fields, HTTPError, error_response, json_response, read_json
+from ._http import (
+    BodyLimits,
+    Fields,
+    HTTPError,
+    busy,
+    error_response,
+    json_response,
+    read_json,
+    unavailable,
+)
 from ._live import Frame, LiveRun, SessionKey, event_frame, terminal_frame
 
 __all__ = ["OUTCOME_HEADER", "SSE_HEADERS", "follow", "parse_run", "pump", "start_run"]
@@ -80,12 +90,12 @@ class RunPlan:
 def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
     """Validate a run request body (ADK's ``RunAgentRequest`` plus ``onDisconnect``)."""
     fields = Fields(data)
-    app_name = fields.text("appName") or default_app
+    app_name = fields.identifier("appName") or default_app
     if not app_name:
         fields.required("appName")  # names the key that was meant for it, if there is one
         raise HTTPError(422, "appName: field required")
-    user_id = str(fields.text("userId", required=True))
-    session_id = str(fields.text("sessionId", required=True))
+    user_id = str(fields.identifier("userId", required=True))
+    session_id = str(fields.identifier("sessionId", required=True))
     message = fields.record("newMessage", Content, required=True)
     assert message is not None
     fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
@@ -114,19 +124,19 @@ class RunRoutes:
         self,
         core: ServerCore,
         *,
-        max_body_bytes: int,
+        body: BodyLimits,
         default_app: str | None,
         max_llm_calls: int | None,
         ping_interval: float,
     ) -> None:
         self.core = core
-        self.max_body_bytes = max_body_bytes
+        self.body = body
         self.default_app = default_app
         self.max_llm_calls = max_llm_calls
         self.ping_interval = ping_interval
 
     async def _plan(self, request: Request, *, sse: bool) -> RunPlan:
-        data = await read_json(request, limit=self.max_body_bytes)
+        data = await read_json(request, self.body)
         plan = parse_run(data, default_app=self.default_app, sse=sse)
         self.core.runner(plan.app_name)
         return plan
@@ -169,6 +179,10 @@ def session_key(core: ServerCore, request: Request) -> SessionKey:
     return (params["app_name"], params["user_id"], params["session_id"])
 
 
+_MAX_SEQ_DIGITS = 18
+"""Event sequence numbers fit in 18 digits (a signed 64-bit integer has 19)."""
+
+
 def _after(request: Request) -> int:
     for name, raw in (
         ("after", request.query_params.get("after")),
@@ -176,8 +190,13 @@ def _after(request: Request) -> int:
     ):
         if raw is None:
             continue
-        if not raw.strip().isdigit():
-            raise HTTPError(422, f"{name}: expected a non-negative integer, got {raw!r}")
+        raw = raw.strip()
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= _MAX_SEQ_DIGITS):
+            raise HTTPError(
+                422,
+                f"{name}: expected a non-negative integer of at most "
+                f"{_MAX_SEQ_DIGITS} digits, got {raw!r:.60}",
+            )
         return int(raw)
     return 0
 
@@ -207,11 +226,13 @@ async def start_run(
     except SessionNotFoundError as exc:
         raise HTTPError(404, str(exc)) from exc
     except SessionBusyError as exc:
-        raise HTTPError(409, str(exc)) from exc
+        raise busy(exc) from exc
+    except StoreUnavailableError as exc:
+        raise unavailable(str(exc)) from exc
     except ConfigurationError as exc:
         raise HTTPError(422, f"newMessage: {exc}") from exc
-    except SerializationError as exc:
-        raise HTTPError(422, f"stateDelta: {exc}") from exc
+    except SerializationError as exc:  # the path names the message's part or the delta's key
+        raise HTTPError(422, str(exc)) from exc
     finally:
         if live.stream is None:
             release()
@@ -226,10 +247,11 @@ def _nothing() -> None:
 def _reserve_detached(core: ServerCore) -> Callable[[], None]:
     """Take a detached-run slot; the returned function gives it back (once)."""
     if core.nursery is None:
-        raise HTTPError(503, "detached runs need the server's lifespan (it is not running)")
+        raise unavailable("detached runs need the server's lifespan (it is not running)")
     if core.detached_runs >= core.max_detached_runs:
-        raise HTTPError(
-            503, f"too many detached runs in flight (the limit is {core.max_detached_runs})"
+        raise unavailable(
+            f"too many detached runs in flight (the limit is {core.max_detached_runs}); "
+            "retry later or run attached"
         )
     core.detached_runs += 1
     released = False

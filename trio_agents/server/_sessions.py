@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
+from collections.abc import Iterator
 from typing import Any
 
+import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,15 +18,26 @@ from .._errors import (
     SerializationError,
     SessionBusyError,
     SessionExistsError,
+    StoreUnavailableError,
 )
 from .._events import Event, EventActions
 from .._ids import new_event_id, now
-from .._serde import unstructure
+from .._serde import check_event, unstructure
 from .._version import __version__
 from ..artifacts._base import USER_PREFIX, check_filename
-from ..sessions import Session
+from ..sessions import GetSessionConfig, Session
 from ._core import ServerCore
-from ._http import Fields, HTTPError, json_response, parse_record, read_json, session_json
+from ._http import (
+    BodyLimits,
+    Fields,
+    HTTPError,
+    busy,
+    json_response,
+    parse_record,
+    read_json,
+    session_json,
+    unavailable,
+)
 
 __all__ = ["artifact_uri"]
 
@@ -31,9 +45,9 @@ __all__ = ["artifact_uri"]
 class SessionRoutes:
     """The routes of ADK's ``api_server`` that do not run agents."""
 
-    def __init__(self, core: ServerCore, *, max_body_bytes: int) -> None:
+    def __init__(self, core: ServerCore, *, body: BodyLimits) -> None:
         self.core = core
-        self.max_body_bytes = max_body_bytes
+        self.body = body
 
     # -- server --------------------------------------------------------------------------------
 
@@ -77,20 +91,29 @@ class SessionRoutes:
         return app_name, request.path_params["user_id"]
 
     async def create_session(self, request: Request) -> Response:
+        """Create a session, with a restored history when ``events`` is given (all or nothing:
+        a refused event leaves no session behind)."""
         app_name, user_id = self._ids(request)
-        fields = Fields(await read_json(request, limit=self.max_body_bytes))
-        events = [_restored_event(item, index) for index, item in enumerate(fields.items("events"))]
+        fields = Fields(await read_json(request, self.body))
+        events = _restored_events(fields.items("events"))
         session_id, state = fields.text("sessionId"), fields.mapping("state")
         fields.check_unknown()
         session = await self._create(app_name, user_id, session_id, state)
-        for event in events:
-            await self.core.session_service.append_event(session, event)
+        try:
+            for event in events:
+                await self.core.session_service.append_event(session, event)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.core.session_service.delete_session(
+                    app_name=app_name, user_id=user_id, session_id=session.id
+                )
+            raise
         return json_response(self._json(session))
 
     async def create_session_with_id(self, request: Request) -> Response:
         """ADK's deprecated ``POST …/sessions/{session_id}`` whose body is the initial state."""
         app_name, user_id = self._ids(request)
-        state = await read_json(request, limit=self.max_body_bytes)
+        state = await read_json(request, self.body)
         if state is not None and not isinstance(state, dict):
             raise HTTPError(422, "state: expected an object")
         session_id = request.path_params["session_id"]
@@ -99,6 +122,10 @@ class SessionRoutes:
     async def _create(
         self, app_name: str, user_id: str, session_id: str | None, state: dict[str, Any] | None
     ) -> Session:
+        if session_id is not None and "/" in session_id:
+            raise HTTPError(
+                422, f"sessionId: {session_id!r:.80} contains '/', which no session route can reach"
+            )
         try:
             return await self.core.session_service.create_session(
                 app_name=app_name, user_id=user_id, state=state, session_id=session_id
@@ -136,8 +163,20 @@ class SessionRoutes:
                     app_name=app_name, user_id=user_id, session_id=session_id
                 )
         except SessionBusyError as exc:
-            raise HTTPError(409, str(exc)) from exc
+            raise busy(exc) from exc
+        except StoreUnavailableError as exc:
+            raise unavailable(str(exc)) from exc
+        await self._delete_session_artifacts(app_name, user_id, session_id)
         return json_response(None)
+
+    async def _delete_session_artifacts(self, app_name: str, user_id: str, session_id: str) -> None:
+        """A deleted session's own artifacts go with it (``user:`` ones belong to the user)."""
+        ids = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+        artifacts = self.core.artifact_service
+        with _artifact_errors("session_id"):
+            for name in await artifacts.list_artifact_keys(**ids):
+                if not name.startswith(USER_PREFIX):
+                    await artifacts.delete_artifact(**ids, filename=name)
 
     async def patch_session(self, request: Request) -> Response:
         """Apply ``stateDelta`` as a ``user`` event (invocation ``p-…``), as ADK does.
@@ -145,7 +184,7 @@ class SessionRoutes:
         409 while a run is in flight on the session: the change would race with the run's own.
         """
         app_name, user_id = self._ids(request)
-        fields = Fields(await read_json(request, limit=self.max_body_bytes))
+        fields = Fields(await read_json(request, self.body))
         delta = fields.mapping("stateDelta", required=True)
         session_id = request.path_params["session_id"]
         service = self.core.session_service
@@ -159,7 +198,11 @@ class SessionRoutes:
                 )
                 await service.append_event(session, event)
         except SessionBusyError as exc:
-            raise HTTPError(409, str(exc)) from exc
+            raise busy(exc) from exc
+        except StoreUnavailableError as exc:
+            raise unavailable(str(exc)) from exc
+        except SerializationError as exc:
+            raise HTTPError(422, f"stateDelta: {exc}") from exc
         return json_response(self._json(session))
 
     async def patch_memory(self, request: Request) -> Response:
@@ -168,8 +211,8 @@ class SessionRoutes:
         memory = self.core.memory_service
         if memory is None:
             raise HTTPError(400, "Memory service is not configured.")
-        fields = Fields(await read_json(request, limit=self.max_body_bytes))
-        session_id = str(fields.text("sessionId", required=True))
+        fields = Fields(await read_json(request, self.body))
+        session_id = str(fields.identifier("sessionId", required=True))
         session = await self.core.session_service.get_session(
             app_name=app_name, user_id=user_id, session_id=session_id
         )
@@ -189,8 +232,9 @@ class SessionRoutes:
         }
 
     async def save_artifact(self, request: Request) -> Response:
+        """Save a version; 404 when the session does not exist (nothing is written then)."""
         ids = self._artifact_ids(request)
-        fields = Fields(await read_json(request, limit=self.max_body_bytes))
+        fields = Fields(await read_json(request, self.body))
         filename = str(fields.text("filename", required=True))
         part = fields.record("artifact", Part, required=True)
         assert part is not None
@@ -200,9 +244,15 @@ class SessionRoutes:
             check_filename(filename)
         except ConfigurationError as exc:
             raise HTTPError(400, f"filename: {exc}") from exc
-        version = await self.core.artifact_service.save_artifact(
-            **ids, filename=filename, artifact=part
+        found = await self.core.session_service.get_session(
+            **ids, config=GetSessionConfig(num_recent_events=0)
         )
+        if found is None:
+            raise HTTPError(404, "Session not found")
+        with _artifact_errors("filename"):
+            version = await self.core.artifact_service.save_artifact(
+                **ids, filename=filename, artifact=part
+            )
         mime = (
             part.inline_data.mime_type if part.inline_data else "text/plain" if part.text else None
         )
@@ -218,7 +268,8 @@ class SessionRoutes:
 
     async def list_artifacts(self, request: Request) -> Response:
         ids = self._artifact_ids(request)
-        return json_response(await self.core.artifact_service.list_artifact_keys(**ids))
+        with _artifact_errors("path"):
+            return json_response(await self.core.artifact_service.list_artifact_keys(**ids))
 
     async def load_artifact(self, request: Request) -> Response:
         raw = request.query_params.get("version")
@@ -233,9 +284,10 @@ class SessionRoutes:
         ids = self._artifact_ids(request)
         filename = _filename(request)
         try:
-            part = await self.core.artifact_service.load_artifact(
-                **ids, filename=filename, version=version
-            )
+            with _artifact_errors("path"):
+                part = await self.core.artifact_service.load_artifact(
+                    **ids, filename=filename, version=version
+                )
         except ArtifactNotFoundError:
             part = None
         if part is None:
@@ -244,15 +296,26 @@ class SessionRoutes:
 
     async def list_versions(self, request: Request) -> Response:
         ids = self._artifact_ids(request)
-        versions = await self.core.artifact_service.list_versions(
-            **ids, filename=_filename(request)
-        )
+        with _artifact_errors("path"):
+            versions = await self.core.artifact_service.list_versions(
+                **ids, filename=_filename(request)
+            )
         return json_response(versions)
 
     async def delete_artifact(self, request: Request) -> Response:
         ids = self._artifact_ids(request)
-        await self.core.artifact_service.delete_artifact(**ids, filename=_filename(request))
+        with _artifact_errors("path"):
+            await self.core.artifact_service.delete_artifact(**ids, filename=_filename(request))
         return json_response(None)
+
+
+@contextlib.contextmanager
+def _artifact_errors(where: str) -> Iterator[None]:
+    """An id or filename the artifact store cannot hold (too long for a file name...) is 400."""
+    try:
+        yield
+    except ConfigurationError as exc:
+        raise HTTPError(400, f"{where}: {exc}") from exc
 
 
 def _filename(request: Request) -> str:
@@ -281,6 +344,23 @@ def artifact_uri(
     return (
         f"artifact://apps/{app_name}/users/{user_id}{scope}/artifacts/{filename}/versions/{version}"
     )
+
+
+def _restored_events(items: list[Any]) -> list[Event]:
+    """The events of a restored history, each checked, their ids distinct (else 400/422)."""
+    events = [_restored_event(item, index) for index, item in enumerate(items)]
+    seen: dict[str, int] = {}
+    for index, event in enumerate(events):
+        first = seen.setdefault(event.id, index)
+        if first != index:
+            raise HTTPError(
+                422, f"events[{index}].id: {event.id!r:.80} is also the id of events[{first}]"
+            )
+        try:
+            check_event(event)
+        except SerializationError as exc:
+            raise HTTPError(422, f"events[{index}]: {exc}") from exc
+    return events
 
 
 def _restored_event(item: Any, index: int) -> Event:

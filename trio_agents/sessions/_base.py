@@ -10,8 +10,9 @@ from typing import Any, overload
 import attrs
 import trio
 
-from .._errors import SessionBusyError
+from .._errors import SerializationError, SessionBusyError
 from .._events import Event
+from .._serde import check_text
 from .._state import TEMP_PREFIX, check_state_delta, strip_temp
 
 __all__ = ["EventLog", "GetSessionConfig", "Session", "SessionService"]
@@ -210,6 +211,23 @@ class SessionService(abc.ABC):
     # -- helpers for implementations ----------------------------------------------------------
 
     @staticmethod
+    def _check_new(
+        app_name: str, user_id: str, session_id: str | None, state: Mapping[str, Any] | None
+    ) -> None:
+        """Refuse, before anything is stored, what some backend could not store or read back.
+
+        Raises:
+            SerializationError: an id with a lone surrogate or a NUL character (the path names
+                it), or a state key or value that cannot be stored.
+        """
+        for name, value in (("app_name", app_name), ("user_id", user_id)):
+            _check_id(name, value)
+        if session_id is not None:
+            _check_id("session_id", session_id)
+        if state:
+            check_state_delta(state, "state")
+
+    @staticmethod
     def _prepare_event(session: Session, event: Event) -> Event:
         """Validate ``event``'s delta, apply its ``temp:`` keys to ``session``, strip them."""
         delta = event.actions.state_delta
@@ -245,6 +263,14 @@ class SessionService(abc.ABC):
         extend it across processes.
         """
         return _Lease(self._leases, (app_name, user_id, session_id), wait)
+
+
+def _check_id(name: str, value: str) -> None:
+    if not isinstance(value, str):
+        raise SerializationError(f"{name} must be a string, got {type(value).__name__}", path=name)
+    check_text(value, name)
+    if "\x00" in value:
+        raise SerializationError(f"{name} must not contain NUL characters", path=name)
 
 
 class _Held:

@@ -12,11 +12,11 @@ import trio
 from .._errors import SessionExistsError, SessionNotFoundError, StaleSessionError
 from .._events import Event
 from .._ids import new_session_id, now
+from .._serde import check_event
 from .._state import (
     APP_PREFIX,
     TEMP_PREFIX,
     USER_PREFIX,
-    check_state_delta,
     merged_state,
     split_state_delta,
 )
@@ -36,18 +36,24 @@ def _copied(value: Any) -> Any:
     return value
 
 
-_SCALARS = frozenset((str, int, bool, type(None)))
+_SCALARS = frozenset((int, bool, type(None)))
 
 
 def _plain(delta: Mapping[str, Any], state: dict[str, Any]) -> bool:
     """Fold ``delta`` into ``state`` when it is the common case, in one pass; True if it was.
 
-    The common case: session keys (no ``app:``, ``user:`` or ``temp:`` prefix) with str, int,
-    bool or None values, which need no JSON check beyond their type and no copy. Otherwise
+    The common case: ASCII session keys (no ``app:``, ``user:`` or ``temp:`` prefix) with ASCII
+    str, int, bool or None values, which need no check beyond their type and no copy. Otherwise
     nothing is changed and the caller takes the general path.
     """
     for key, value in delta.items():
-        if type(key) is not str or ":" in key or type(value) not in _SCALARS:
+        if type(key) is not str or ":" in key or not key.isascii():
+            return False
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                return False
+        elif kind not in _SCALARS:
             return False
     state.update(delta)
     return True
@@ -89,11 +95,12 @@ class InMemorySessionService(SessionService):
         session_id: str | None = None,
     ) -> Session:
         await trio.lowlevel.checkpoint()
+        self._check_new(app_name, user_id, session_id, state)
         session_id = (session_id or "").strip() or new_session_id()
         key = (app_name, user_id, session_id)
         if key in self._sessions:
             raise SessionExistsError(session_id)
-        app, user, own = map(_copied, split_state_delta(self._checked(state or {})))
+        app, user, own = map(_copied, split_state_delta(state or {}))
         self._app_state.setdefault(app_name, {}).update(app)
         self._user_state.setdefault((app_name, user_id), {}).update(user)
         stored = _Stored(session_id, app_name, user_id, own, next(self._counter))
@@ -152,6 +159,7 @@ class InMemorySessionService(SessionService):
         revision = stored.revision
         if session.revision != revision:
             raise StaleSessionError(session.id, expected=session.revision, actual=revision)
+        check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         if delta and not _plain(delta, stored.state):
             event = self._prepare_event(session, event)
@@ -186,11 +194,6 @@ class InMemorySessionService(SessionService):
                 scope[key[len(USER_PREFIX) :]] = value
             elif not key.startswith(TEMP_PREFIX):
                 stored.state[key] = value
-
-    @staticmethod
-    def _checked(state: Mapping[str, Any]) -> Mapping[str, Any]:
-        check_state_delta(state, "state")
-        return state
 
     def _snapshot(self, stored: _Stored, config: GetSessionConfig | None) -> Session:
         events = EventLog(stored.events)

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -33,9 +34,11 @@ from .._errors import (
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
+    StoreUnavailableError,
 )
 from .._events import Event
 from .._ids import new_session_id, now
+from .._serde import check_event, load_stored
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from ._base import EventLog, GetSessionConfig, Session, SessionService
 from ._event_cache import (
@@ -82,13 +85,21 @@ _POLL = 0.1  # how often a worker waiting for a new pooled connection checks for
 _CANCEL_REPEAT = 0.25  # a cancel request the server dropped is sent again after this long
 
 
+logger = logging.getLogger("trio_agents.sessions")
+
+DEFAULT_MAX_LOCK_CONNECTIONS = 50
+"""Runs one service may hold a PostgreSQL lock for at once (each on a connection of its own)."""
+
+
 class PostgresSessionService(SessionService):
     """Sessions in the PostgreSQL database at ``dsn``.
 
     Tables ``trio_agents_*`` are created (or migrated) in the connection's current schema on
     first use; a database written by a newer trio_agents is refused with
     :class:`~trio_agents.ConfigurationError`. ``min_size``/``max_size`` size the connection pool;
-    each run's lease holds one more connection of its own (:meth:`lease`).
+    each run's lease holds one more connection of its own (:meth:`lease`), at most
+    ``max_lock_connections`` at once: past it, or past the server's ``max_connections``, a run is
+    refused with :class:`~trio_agents.StoreUnavailableError` (or queues, with ``wait=True``).
 
     The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
     ``get_session`` on one of them reads and parses only the events committed since (by any
@@ -102,6 +113,7 @@ class PostgresSessionService(SessionService):
         min_size: int = 1,
         max_size: int = 10,
         cached_sessions: int = DEFAULT_CACHED_SESSIONS,
+        max_lock_connections: int = DEFAULT_MAX_LOCK_CONNECTIONS,
     ) -> None:
         if psycopg is None:
             raise ConfigurationError(
@@ -110,7 +122,12 @@ class PostgresSessionService(SessionService):
             )
         if cached_sessions < 0:
             raise ConfigurationError(f"cached_sessions must be >= 0, got {cached_sessions}")
+        if max_lock_connections < 1:
+            raise ConfigurationError(
+                f"max_lock_connections must be >= 1, got {max_lock_connections}"
+            )
         super().__init__()
+        self._lock_slots = trio.CapacityLimiter(max_lock_connections)
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
@@ -167,7 +184,7 @@ class PostgresSessionService(SessionService):
         state: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        check_state_delta(state or {}, "state")
+        self._check_new(app_name, user_id, session_id, state)
         sid = (session_id or "").strip() or new_session_id()
         app, user, own = split_state_delta(state or {})
         stamp = now()
@@ -240,6 +257,7 @@ class PostgresSessionService(SessionService):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         check_state_delta(delta)
         stored = strip_temp(delta)
@@ -272,17 +290,57 @@ class PostgresSessionService(SessionService):
         ):
             schema = await self._ensure_open()
             lock = _lock_id(schema, (app_name, user_id, session_id))
-            conn = await trio.to_thread.run_sync(
-                functools.partial(psycopg.connect, self.dsn, autocommit=True)
-            )
-            try:
+            async with self._lock_connection(session_id, wait) as conn:
                 held = await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, wait))
                 if not held:
                     raise SessionBusyError(session_id)
-                yield
+                try:
+                    yield
+                finally:  # unlocked before the lease returns: free at once for any process
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(_unlock, conn, lock)
+
+    @contextlib.asynccontextmanager
+    async def _lock_connection(self, session_id: str, wait: bool) -> AsyncIterator[Any]:
+        """A connection of its own for one run's lock, one of at most ``max_lock_connections``.
+
+        Raises:
+            StoreUnavailableError: every lock connection is in use (and ``wait`` is False), or
+                the server refused another connection.
+        """
+        slots, borrower = self._lock_slots, object()
+        if wait:
+            await slots.acquire_on_behalf_of(borrower)
+        else:
+            try:
+                slots.acquire_on_behalf_of_nowait(borrower)
+            except trio.WouldBlock:
+                await trio.lowlevel.checkpoint()
+                raise StoreUnavailableError(
+                    f"Session {session_id}: all {slots.total_tokens:g} runs this process may "
+                    "lock at once are in flight; retry shortly",
+                    session_id=session_id,
+                ) from None
+        try:
+            conn = await self._connect_for_lock(session_id)
+            try:
+                yield conn
             finally:
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(conn.close)  # releases the lock too
+                    await trio.to_thread.run_sync(conn.close)
+        finally:
+            slots.release_on_behalf_of(borrower)
+
+    async def _connect_for_lock(self, session_id: str) -> Any:
+        connect = functools.partial(psycopg.connect, self.dsn, autocommit=True)
+        try:
+            return await trio.to_thread.run_sync(connect)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(
+                f"Session {session_id}: the database refused another connection for the "
+                f"run's lock ({str(exc).strip()}); retry shortly",
+                session_id=session_id,
+            ) from exc
 
 
 def _lock_id(schema: str, key: Key) -> int:
@@ -298,6 +356,14 @@ def _lock(conn: Any, lock: int, wait: bool) -> bool:
         return True
     row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
     return bool(row[0])
+
+
+def _unlock(conn: Any, lock: int) -> None:
+    """Unlock on the server now (closing the connection alone lets it go a moment later)."""
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+    except psycopg.Error as exc:  # the close that follows releases it anyway
+        logger.warning("could not unlock a run lock (%s); closing its connection", exc)
 
 
 def _keep(conn: Any) -> None:
@@ -480,7 +546,7 @@ def _merge_row(
         (*key, "{}"),
     )
     (current,) = conn.execute(f"SELECT state FROM {table} WHERE {where} FOR UPDATE", key).fetchone()
-    merged = {**json.loads(current), **delta}
+    merged = {**load_stored(current), **delta}
     conn.execute(f"UPDATE {table} SET state = %s WHERE {where}", (json.dumps(merged), *key))
 
 
@@ -506,7 +572,7 @@ def _append(conn: Any, key: Key, revision: int, event: Event, body: str) -> None
         ).fetchone()
         if row is None:
             _refuse(conn, key, revision)
-        state = json.dumps({**json.loads(row[0]), **own})
+        state = json.dumps({**load_stored(row[0]), **own})
     written = conn.execute(
         _APPEND, (event.timestamp, state, *key, revision, event.timestamp, body)
     ).rowcount
@@ -546,7 +612,7 @@ def _session(
     *,
     events: EventLog,
 ) -> Session:
-    scopes = [json.loads(text) if text else {} for text in (own, app, user)]
+    scopes = [load_stored(text) if text else {} for text in (own, app, user)]
     return Session(
         id=session_id,
         app_name=app_name,

@@ -36,6 +36,7 @@ from .._errors import (
 )
 from .._events import Event
 from .._ids import new_session_id, now
+from .._serde import check_event, load_stored
 from .._sqlite_thread import SqliteThread
 from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
 from ._base import EventLog, GetSessionConfig, Session, SessionService
@@ -144,7 +145,7 @@ class SqliteSessionService(SessionService):
         state: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        check_state_delta(state or {}, "state")
+        self._check_new(app_name, user_id, session_id, state)
         key = (app_name, user_id, (session_id or "").strip() or new_session_id())
         scopes = split_state_delta(state or {})
         session = await self._run(functools.partial(_create, key=key, scopes=scopes, stamp=now()))
@@ -184,6 +185,7 @@ class SqliteSessionService(SessionService):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         check_state_delta(delta)
         stored = strip_temp(delta)
@@ -279,7 +281,7 @@ class _transaction:
 
 
 def _loads(text: str | None) -> dict[str, Any]:
-    return {} if text is None else dict(json.loads(text))
+    return {} if text is None else dict(load_stored(text))
 
 
 def _dumps(value: Mapping[str, Any]) -> str:
