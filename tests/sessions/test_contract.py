@@ -630,17 +630,24 @@ async def test_lease_rejects_a_second_holder(session_service: SessionService) ->
 async def test_lease_with_wait_queues_in_arrival_order(session_service: SessionService) -> None:
     key = {"app_name": APP, "user_id": USER, "session_id": "s"}
     order: list[str] = []
+    entered, release = trio.Event(), trio.Event()
 
     async def holder(name: str) -> None:
         async with session_service.lease(**key, wait=True):
             order.append(f"{name} in")
-            await trio.sleep(0.01)
+            entered.set()
+            await release.wait()  # held until every caller has queued behind it
             order.append(f"{name} out")
 
     async with trio.open_nursery() as nursery:
         for name in "abc":
             nursery.start_soon(holder, name)
             await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):  # a hang guard
+            await entered.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["a in"]  # b and c wait in the queue
+        release.set()
     assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
 
 
