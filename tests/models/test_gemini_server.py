@@ -9,13 +9,10 @@ import pytest
 
 from trio_agents import StreamingMode
 
-from .fake_provider import FakeProvider, check_agent_run, run_agent, served
+from .fake_provider import HTTPX_LEFTOVERS, FakeProvider, check_agent_run, run_agent, served
 from .wires import GeminiWire
 
-pytestmark = [
-    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx\.:ResourceWarning"),
-    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore\.:ResourceWarning"),
-]
+pytestmark = HTTPX_LEFTOVERS
 STREAMING = pytest.mark.parametrize("streaming", [StreamingMode.NONE, StreamingMode.SSE])
 
 

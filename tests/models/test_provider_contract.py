@@ -20,6 +20,7 @@ from trio_agents.models import LlmResponse
 from .fake_provider import (
     GREETING,
     HELLO,
+    HTTPX_LEFTOVERS,
     Failure,
     FakeProvider,
     check_agent_run,
@@ -29,12 +30,7 @@ from .fake_provider import (
 )
 from .wires import WIRES
 
-pytestmark = [
-    # A cancellation that lands while a stream waits for its reader leaves httpx's own line
-    # iterators suspended; the response itself is closed, but trio reports them (httpx#3686).
-    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx\.:ResourceWarning"),
-    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore\.:ResourceWarning"),
-]
+pytestmark = HTTPX_LEFTOVERS
 
 WHOLE = "".join(GREETING)
 
