@@ -66,11 +66,19 @@ class Failure:
 class Wire(Protocol):
     """A provider's side of the fake: its wire format and the client made for it."""
 
-    key: str
-    route: str
-    keep_alive: str
-    first_text_frame: int  # the index of the SSE frame carrying the first text piece
-    unauthorized_marker: str  # a word the 401 body holds
+    @property
+    def key(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def keep_alive(self) -> str: ...
+    @property
+    def first_text_frame(self) -> int:
+        """The index of the SSE frame carrying the first text piece."""
+
+    @property
+    def unauthorized_marker(self) -> str:
+        """A word the 401 body holds."""
 
     def model(self, url: str, **kwargs: Any) -> HttpModel: ...
     def authorized(self, request: Request) -> bool: ...

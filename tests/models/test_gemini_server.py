@@ -24,7 +24,7 @@ async def test_a_call_without_an_id_gets_a_client_id_that_is_never_sent(
     async with await served(serve_app, server) as model:
         delivered = await run_agent(model, streaming)
     (call,) = [c for e in delivered if not e.partial for c in e.get_function_calls()]
-    assert call.id.startswith("adk-")
+    assert call.id is not None and call.id.startswith("adk-")
     check_agent_run(server, delivered, streaming, call.id)  # the requests carry no id
 
 

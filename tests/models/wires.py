@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from trio_agents.models import AnthropicModel, GeminiModel, HttpModel, LlmResponse, OpenAIModel
 
 from . import anthropic_payloads as anthropic, gemini_payloads as gemini
-from .fake_provider import ARGS, CHECKING, QUESTION, SKY, FakeProvider, Reply, tool_answer
+from .fake_provider import ARGS, CHECKING, QUESTION, SKY, FakeProvider, Reply, Wire, tool_answer
 
 # -- Gemini ----------------------------------------------------------------------------------------
 
@@ -350,4 +350,8 @@ def _stop(reply: Reply) -> str:
     return "tool_use" if reply.call else "end_turn"
 
 
-WIRES = {"gemini": GeminiWire(), "openai": OpenAIWire(), "anthropic": AnthropicWire()}
+WIRES: dict[str, Wire] = {
+    "gemini": GeminiWire(),
+    "openai": OpenAIWire(),
+    "anthropic": AnthropicWire(),
+}
