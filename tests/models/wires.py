@@ -192,6 +192,7 @@ class OpenAIWire:
 
     def check_stream(self, server: FakeProvider, seen: list[LlmResponse]) -> None:
         assert server.bodies[0]["stream"] is True
+        assert seen[-1].partial is False  # the aggregate
 
     def check_agent(self, server: FakeProvider, streaming: bool) -> None:
         first, second = server.bodies
