@@ -1,4 +1,9 @@
-"""Workflow agents: SequentialAgent (R-SEQ), ParallelAgent (R-PAR), LoopAgent (R-LOOP)."""
+"""Workflow agents: SequentialAgent (R-SEQ), ParallelAgent (R-PAR), LoopAgent (R-LOOP).
+
+Branches are ordered by sleeps on a virtual clock (``autojump_clock``): a branch that sleeps
+runs strictly after every branch that can still make progress, so the orders asserted here are
+exact and the tests take no real time.
+"""
 
 from __future__ import annotations
 
@@ -63,7 +68,9 @@ async def test_later_children_see_earlier_state_r_seq_1() -> None:
 # -- ParallelAgent -------------------------------------------------------------------------------
 
 
-async def test_parallel_branches_are_named_and_run_concurrently_r_par_1() -> None:
+async def test_parallel_branches_are_named_and_run_concurrently_r_par_1(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     slow = Say(name="slow", words=("late",), delay=0.05)
     fast = Say(name="fast", words=("early",))
     events, _ = await run_agent(ParallelAgent(name="par", sub_agents=[slow, fast]))
@@ -81,7 +88,9 @@ async def test_nested_branch_names_r_par_1() -> None:
     assert branches == {"Y": "outer.inner.inner.Y", "Z": "outer.X.inner2.Z"}
 
 
-async def test_parallel_sequential_child_shares_its_branch() -> None:
+async def test_parallel_sequential_child_shares_its_branch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seq = SequentialAgent(name="seq", sub_agents=[Say(name="a2"), Say(name="a3")])
     par = ParallelAgent(name="par", sub_agents=[seq, Say(name="a1", delay=0.05)])
     events, _ = await run_agent(par)
@@ -92,7 +101,9 @@ async def test_parallel_sequential_child_shares_its_branch() -> None:
     ]
 
 
-async def test_parallel_failure_cancels_and_drains_siblings_before_surfacing() -> None:
+async def test_parallel_failure_cancels_and_drains_siblings_before_surfacing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     siblings = [Forever(name=f"s{i}") for i in range(5)]
     failer = Say(name="failer", words=("x",), delay=0.01, error=Boom("failer failed"))
     par = ParallelAgent(name="par", sub_agents=[failer, *siblings])
@@ -101,7 +112,9 @@ async def test_parallel_failure_cancels_and_drains_siblings_before_surfacing() -
     assert all(s.finished for s in siblings)
 
 
-async def test_two_simultaneous_failures_arrive_as_a_group() -> None:
+async def test_two_simultaneous_failures_arrive_as_a_group(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     gate = trio.Event()
 
     class Fail(BaseAgent):
@@ -118,7 +131,9 @@ async def test_two_simultaneous_failures_arrive_as_a_group() -> None:
         await run_agent(par)
 
 
-async def test_escalation_by_a_direct_child_ends_the_parallel_agent_r_par_6() -> None:
+async def test_escalation_by_a_direct_child_ends_the_parallel_agent_r_par_6(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     others = [Forever(name=f"s{i}") for i in range(3)]
     escalator = Say(name="boss", words=("stop", "never"), delay=0.01, escalate_at=0)
     par = ParallelAgent(name="par", sub_agents=[escalator, *others])
@@ -130,7 +145,9 @@ async def test_escalation_by_a_direct_child_ends_the_parallel_agent_r_par_6() ->
     assert all(o.finished for o in others)
 
 
-async def test_escalation_from_a_grandchild_does_not_end_the_parallel_agent_r_par_6() -> None:
+async def test_escalation_from_a_grandchild_does_not_end_the_parallel_agent_r_par_6(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     deep = SequentialAgent(name="deep", sub_agents=[Say(name="g", escalate_at=0)])
     sibling = Say(name="sib", words=("a", "b"), delay=0.02)
     events, _ = await run_agent(ParallelAgent(name="par", sub_agents=[deep, sibling]))
@@ -169,7 +186,9 @@ async def test_escalate_exits_enclosing_loops_r_loop_3() -> None:
     assert [e.author for e in events] == ["A"]
 
 
-async def test_loop_over_parallel_with_escalating_branch_exits_r_loop_3() -> None:
+async def test_loop_over_parallel_with_escalating_branch_exits_r_loop_3(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     par = ParallelAgent(name="par", sub_agents=[Say(name="A", escalate_at=0), Forever(name="F")])
     events, _ = await run_agent(LoopAgent(name="loop", max_iterations=10, sub_agents=[par]))
     assert [e.author for e in events if e.author == "A"] == ["A"]

@@ -1,7 +1,7 @@
 """Anthropic Messages API translation, without HTTP: request bodies, answers, stream events.
 
 The client (MockTransport) is tested in ``test_anthropic_client.py``, the fake server over real
-sockets in ``test_anthropic_server.py``.
+sockets in ``test_provider_contract.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions translation: request bodies, answers and stream reassembly (pure).
 
 The client over HTTP is tested in ``test_openai_client.py`` (MockTransport) and
-``test_openai_server.py`` (a fake server on loopback sockets).
+``test_provider_contract.py`` (a fake server on loopback sockets).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from trio_agents import (
 )
 from trio_agents._content import Blob, CodeExecutionResult, ExecutableCode, FileData
 from trio_agents.sessions import GetSessionConfig, Session, SessionService
+from trio_agents.testing.strategies import json_values, state_deltas as shipped_state_deltas
 
 APP = "app"
 USER = "u"
@@ -630,17 +631,24 @@ async def test_lease_rejects_a_second_holder(session_service: SessionService) ->
 async def test_lease_with_wait_queues_in_arrival_order(session_service: SessionService) -> None:
     key = {"app_name": APP, "user_id": USER, "session_id": "s"}
     order: list[str] = []
+    entered, release = trio.Event(), trio.Event()
 
     async def holder(name: str) -> None:
         async with session_service.lease(**key, wait=True):
             order.append(f"{name} in")
-            await trio.sleep(0.01)
+            entered.set()
+            await release.wait()  # held until every caller has queued behind it
             order.append(f"{name} out")
 
     async with trio.open_nursery() as nursery:
         for name in "abc":
             nursery.start_soon(holder, name)
             await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):  # a hang guard
+            await entered.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["a in"]  # b and c wait in the queue
+        release.set()
     assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
 
 
@@ -680,24 +688,10 @@ async def test_a_lease_cancelled_on_the_way_in_is_not_held(session_service: Sess
 
 # -- property: the stored state is the fold of the committed deltas ------------------------------
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53), max_value=2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=8)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 state_keys = st.builds(
     str.__add__, st.sampled_from(["", "app:", "user:", "temp:"]), st.sampled_from("abc")
 )
-state_deltas = st.dictionaries(state_keys, json_values, max_size=4)
+state_deltas = shipped_state_deltas(keys=state_keys, values=json_values(max_leaves=8))
 # Each step appends one delta to one of three sessions: two of user "u", one of user "v".
 steps = st.lists(st.tuples(st.integers(0, 2), state_deltas), max_size=8)
 

@@ -20,6 +20,7 @@ import trio
 from hypothesis import given, settings, strategies as st
 
 from tests.pg_cluster import ensure_cluster
+from tests.sessions.pg_waits import until_blocked
 from trio_agents import (
     BaseAgent,
     ConfigurationError,
@@ -394,7 +395,7 @@ async def test_an_append_in_flight_when_its_session_is_deleted_is_deleted_too(
             await trio.to_thread.run_sync(_begin_append, conn, body)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(lambda: service.delete_session(**WHERE))
-                await trio.sleep(0.3)  # the delete now waits for the row lock
+                await until_blocked(dsn, "DELETE FROM trio_agents_sessions")  # on the row lock
                 await trio.to_thread.run_sync(conn.commit)
         finally:
             await trio.to_thread.run_sync(conn.close)

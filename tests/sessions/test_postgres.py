@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from tests.pg_cluster import ensure_cluster
+from tests.sessions.pg_waits import until_blocked, until_running
 from tests.sessions.pg_worker import read_line, spawn
 from trio_agents import (
     BaseAgent,
@@ -54,9 +55,12 @@ async def test_a_cancelled_query_is_cancelled_on_the_server_and_the_connection_w
 ) -> None:
     async with PostgresSessionService(dsn, max_size=1) as service:
         await service.list_sessions(app_name="a")  # opens the pool and the schema
-        with trio.move_on_after(0.3) as scope:
-            await service._run(lambda conn: conn.execute("SELECT pg_sleep(5)"))
-        assert scope.cancelled_caught
+        with trio.fail_after(10):  # a hang guard: the caller must not wait the 30 s out
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service._run, lambda conn: conn.execute("SELECT pg_sleep(30)"))
+                await until_running(dsn, "SELECT pg_sleep(30)")  # cancelled while it runs
+                nursery.cancel_scope.cancel()
+        assert nursery.cancel_scope.cancelled_caught
         # The pool's one connection serves the next query: the statement is gone from the
         # server, not left running behind an abandoned thread.
         assert await service._run(_running) == 0
@@ -69,7 +73,7 @@ async def test_a_caller_queued_for_a_connection_can_be_cancelled(dsn: str) -> No
         await service.list_sessions(app_name="a")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service._run, lambda conn: conn.execute("SELECT pg_sleep(30)"))
-            await trio.sleep(0.1)
+            await until_running(dsn, "SELECT pg_sleep(30)")  # the pool's one connection is busy
             with trio.fail_after(10):  # a hang guard: the queued caller must not wait 30 s
                 with trio.move_on_after(0.1) as scope:
                     await service.list_sessions(app_name="a")
@@ -309,7 +313,7 @@ async def test_a_queued_run_waits_for_the_other_process_to_finish(dsn: str) -> N
             assert await read_line(holder) == "held"
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_run_quiet, service, "queue")
-                await trio.sleep(0.3)
+                await until_blocked(dsn, "SELECT pg_advisory_lock")  # ours waits for the holder
                 stored = await service.get_session(**LEASE)
                 assert stored is not None
                 assert len(stored.events) == 2  # the holder's message and event; ours waits
@@ -327,14 +331,20 @@ async def test_a_queued_lease_can_be_cancelled_and_leaves_no_lock_behind(dsn: st
         with spawn("hold", dsn) as holder:
             assert holder.stdin is not None
             assert await read_line(holder) == "held"
-            with trio.move_on_after(0.2) as scope:
-                async with service.lease(**LEASE, wait=True):
-                    pytest.fail("the lease was taken while another process held it")
-            assert scope.cancelled_caught
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_lease_never_granted, service)
+                await until_blocked(dsn, "SELECT pg_advisory_lock")  # queued on the server
+                nursery.cancel_scope.cancel()
+            assert nursery.cancel_scope.cancelled_caught
             holder.stdin.close()
             assert await read_line(holder) == "done"
         async with service.lease(**LEASE):  # free again: nothing kept the lock queued
             pass
+
+
+async def _lease_never_granted(service: PostgresSessionService) -> None:
+    async with service.lease(**LEASE, wait=True):
+        pytest.fail("the lease was taken while another process held it")
 
 
 async def test_the_same_session_key_in_two_schemas_is_two_sessions(dsn: str) -> None:
