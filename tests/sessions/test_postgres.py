@@ -296,7 +296,7 @@ async def test_a_sigkilled_holders_lock_is_released_within_a_second(dsn: str) ->
                         started.set()
 
                 nursery.start_soon(queued)
-                await trio.sleep(0.3)  # let it queue in the server's lock queue
+                await until_blocked(dsn, "SELECT pg_advisory_lock")  # queued on the server
                 assert not started.is_set()
                 holder.send_signal(signal.SIGKILL)
                 killed_at = trio.current_time()
