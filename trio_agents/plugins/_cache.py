@@ -134,7 +134,7 @@ class ResponseCachePlugin(BasePlugin):
     # -- hooks -------------------------------------------------------------------------------------
 
     async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         try:
             key = request_key(llm_request)
@@ -155,7 +155,7 @@ class ResponseCachePlugin(BasePlugin):
         return None
 
     async def after_model_callback(
-        self, *, callback_context: CallbackContext, llm_response: Any
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
     ) -> None:
         if getattr(llm_response, "partial", None):
             return  # streamed chunk: wait for the aggregate
@@ -164,7 +164,7 @@ class ResponseCachePlugin(BasePlugin):
             self._store(key, _without_call_ids(llm_response))
 
     async def on_model_error_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any, error: Exception
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
     ) -> None:
         self._take(callback_context)  # a recovery answer is not the model's: never stored
 
