@@ -113,6 +113,7 @@ class ResponseCachePlugin(BasePlugin):
         self._evictions = self._expirations = self._uncacheable = 0
 
     def stats(self) -> CacheStats:
+        """The counters so far and the current number of entries."""
         return CacheStats(
             hits=self._hits,
             misses=self._misses,

@@ -45,6 +45,7 @@ class ToolRule:
     reason: str = ""
 
     def matches(self, *, tool: str, agent: str, user: str) -> bool:
+        """Whether the rule's three patterns all match this call."""
         return (
             fnmatch.fnmatchcase(tool, self.tool)
             and fnmatch.fnmatchcase(agent, self.agent)
@@ -101,6 +102,7 @@ class ToolPolicyPlugin(BasePlugin):
         return None
 
     def allows(self, *, tool: str, agent: str, user: str) -> bool:
+        """Whether the call is allowed: by the first matching rule, else by ``default``."""
         rule = self.decide(tool=tool, agent=agent, user=user)
         return (rule.effect if rule is not None else self.default) == "allow"
 
