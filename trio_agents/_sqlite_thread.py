@@ -94,7 +94,7 @@ class SqliteThread:
         """Run ``fn(connection)`` on the thread and return its result (or raise its error)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._closed:
-            raise RuntimeError(f"the SQLite connection to {self.path!r} is closed")
+            raise trio.ClosedResourceError(f"the SQLite connection to {self.path!r} is closed")
         if not self._started:
             self._started = True
             self._thread.start()

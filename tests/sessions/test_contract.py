@@ -16,6 +16,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from trio_agents import (
+    ConfigurationError,
     Content,
     Event,
     EventActions,
@@ -424,7 +425,7 @@ async def test_get_session_with_config(
 
 def test_negative_num_recent_events_is_rejected() -> None:
     """R-ST-8: a negative num_recent_events is a validation error."""
-    with pytest.raises(ValueError, match="num_recent_events"):
+    with pytest.raises(ConfigurationError, match="num_recent_events"):
         GetSessionConfig(num_recent_events=-1)
 
 

@@ -19,7 +19,7 @@ import trio
 from .._callbacks import run_callback_chain
 from .._content import Content
 from .._context import CallbackContext, EventActionsDraft, InvocationContext, ReadonlyContext
-from .._errors import LlmCallLimitError, ModelTimeoutError
+from .._errors import LlmCallLimitError, ModelTimeoutError, SerializationError
 from .._events import Event, replace
 from .._ids import new_function_call_id
 from .._runner import StreamingMode
@@ -432,7 +432,7 @@ def _apply_output(agent: LlmAgent, actions: EventActionsDraft, event: Event) -> 
             return event
         try:
             value = parse_output(agent, text)
-        except (ValueError, TypeError) as exc:
+        except (json.JSONDecodeError, SerializationError) as exc:  # the answer, not our code
             return attrs.evolve(
                 event,
                 error_code=INVALID_OUTPUT,
