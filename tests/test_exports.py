@@ -125,6 +125,22 @@ def test_top_level_names_report_the_public_module() -> None:
             assert obj.__module__ == "trio_agents", name
 
 
+@pytest.mark.parametrize("namespace", PUBLIC_NAMESPACES)
+def test_exported_names_report_a_public_module(namespace: str) -> None:
+    """Subpackages fix ``__module__`` too; a name exported from several places reports the most
+    public of them (``trio_agents.ToolContext``, not ``trio_agents.tools.ToolContext``)."""
+    module = importlib.import_module(namespace)
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if not (isinstance(obj, type) or callable(obj)) or not obj.__module__.startswith(
+            "trio_agents"
+        ):
+            continue
+        assert not any(part.startswith("_") for part in obj.__module__.split(".")), name
+        assert namespace.startswith(obj.__module__), f"{namespace}.{name}: {obj.__module__}"
+        assert getattr(importlib.import_module(obj.__module__), name) is obj
+
+
 def test_every_public_class_of_a_private_module_is_exported_somewhere() -> None:
     exported = {
         id(getattr(importlib.import_module(ns), name))

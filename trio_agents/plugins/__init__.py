@@ -6,6 +6,7 @@ Shipped plugins: :class:`LoggingPlugin`, :class:`MetricsPlugin`, :class:`ToolPol
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._base import BasePlugin as BasePlugin
 from ._cache import (
     CacheStats as CacheStats,
@@ -59,3 +60,5 @@ __all__ = [
     "render_prometheus",
     "request_key",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -41,6 +41,7 @@ artifact deltas) and cancel the run in flight.
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, create_app as create_app
 from ._serve import serve as serve
 from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
@@ -53,3 +54,5 @@ __all__ = [
     "serve",
     "ui_routes",
 ]
+
+_publish(__name__, globals(), __all__)

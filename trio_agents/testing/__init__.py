@@ -29,6 +29,7 @@ Random applications (drawn by :func:`trio_agents.testing.strategies.applications
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._agents import (
     InjectedError as InjectedError,
     ScriptedAgent as ScriptedAgent,
@@ -104,3 +105,5 @@ __all__ = [
     "scheduler_seed",
     "sequential_ids",
 ]
+
+_publish(__name__, globals(), __all__)
