@@ -30,6 +30,7 @@ Random applications (drawn by :func:`trio_agents.testing.strategies.applications
 from __future__ import annotations
 
 from .._exports import publish as _publish
+from ..models._request_key import request_key as request_key
 from ._agents import (
     InjectedError as InjectedError,
     ScriptedAgent as ScriptedAgent,
@@ -60,7 +61,6 @@ from ._replay import (
     RecordingModel as RecordingModel,
     ReplayMissError as ReplayMissError,
     ReplayModel as ReplayModel,
-    request_key as request_key,
 )
 from ._runs import (
     Collected as Collected,
