@@ -28,11 +28,18 @@ from tests.models.anthropic_payloads import (
     sse_frame,
     text_stream,
 )
-from trio_agents import Content, Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
-from trio_agents._errors import ModelHTTPError, ModelResponseError, ModelTransportError
-from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.models._anthropic import AnthropicModel
-from trio_agents.models._http import RetryPolicy
+from trio_agents import (
+    Content,
+    Event,
+    InMemoryRunner,
+    LlmAgent,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTransportError,
+    RunConfig,
+    StreamingMode,
+)
+from trio_agents.models import AnthropicModel, LlmRequest, LlmResponse, RetryPolicy
 from trio_agents.tools import FunctionTool
 
 KEY = "sk-ant-server-test"

@@ -28,9 +28,7 @@ from trio_agents import (
     RunConfig,
     StreamingMode,
 )
-from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.models._gemini import GeminiModel
-from trio_agents.models._http import RetryPolicy
+from trio_agents.models import GeminiModel, LlmRequest, LlmResponse, RetryPolicy
 
 from .gemini_payloads import KEY, answer, call, streamed, text
 

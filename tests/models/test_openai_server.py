@@ -28,9 +28,7 @@ from trio_agents import (
     RunConfig,
     StreamingMode,
 )
-from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.models._http import RetryPolicy
-from trio_agents.models._openai import OpenAIModel
+from trio_agents.models import LlmRequest, LlmResponse, OpenAIModel, RetryPolicy
 
 pytestmark = [
     pytest.mark.filterwarnings(r"ignore:Async generator 'httpx\.:ResourceWarning"),

@@ -21,8 +21,7 @@ from trio_agents import (
     StreamingMode,
 )
 from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse
-from trio_agents.plugins import BasePlugin
-from trio_agents.plugins import ResponseCachePlugin, request_key
+from trio_agents.plugins import BasePlugin, ResponseCachePlugin, request_key
 from trio_agents.testing import ScriptedModel
 
 

@@ -34,7 +34,7 @@ from trio_agents import (
     SequentialAgent,
     SessionBusyError,
 )
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import SqliteSessionService
 
 LEASE_SECONDS = 0.5
 SEQUENCES: dict[tuple[str, str], int] = {}

@@ -16,10 +16,14 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from trio_agents import (
+    Blob,
+    CodeExecutionResult,
     ConfigurationError,
     Content,
     Event,
     EventActions,
+    ExecutableCode,
+    FileData,
     FunctionCall,
     FunctionResponse,
     Part,
@@ -30,7 +34,6 @@ from trio_agents import (
     StaleSessionError,
     UsageMetadata,
 )
-from trio_agents._content import Blob, CodeExecutionResult, ExecutableCode, FileData
 from trio_agents.sessions import GetSessionConfig, Session, SessionService
 
 APP = "app"
