@@ -124,3 +124,39 @@ def test_every_public_name_has_a_docstring() -> None:
 def test_the_allow_list_only_names_what_is_still_missing() -> None:
     stale = NOT_YET_DOCUMENTED - _undocumented()
     assert sorted(stale) == []
+
+
+class _Documented:
+    """A base of the package (its module is set below)."""
+
+    def hook(self) -> None:
+        """Documented once, here."""
+
+    @property
+    def value(self) -> int:
+        """Documented once, here."""
+        return 0
+
+
+class _Override(_Documented):
+    """Overrides without repeating the docstrings, and adds one bare method."""
+
+    def hook(self) -> None:
+        pass
+
+    @property
+    def value(self) -> int:
+        return 1
+
+    def bare(self) -> None:
+        pass
+
+
+_Documented.__module__ = _Override.__module__ = f"{PACKAGE}.fake"
+
+
+def test_the_walk_accepts_inherited_docstrings_and_names_missing_ones() -> None:
+    assert [name for _, name in _public_members(_Override)] == ["hook", "value", "bare"]
+    assert _doc_of_member(_Override, "hook") == "Documented once, here."
+    assert _doc_of_member(_Override, "value") == "Documented once, here."
+    assert _doc_of_member(_Override, "bare") is None
