@@ -233,8 +233,9 @@ async def test_with_tools_the_schema_is_not_sent_but_the_answer_is_checked_r_llm
         ({"type": "object", "required": ["v"]}, {}, "$"),
         (Verdict, {"score": "high"}, "$.score"),
         (Verdict, [], "$"),
+        (int, "seven", "$"),
     ],
-    ids=["property", "item", "required", "class-field", "class-root"],
+    ids=["property", "item", "required", "class-field", "class-root", "scalar"],
 )
 def test_a_mismatch_is_a_serialization_error_naming_the_path(
     schema: Any, data: Any, path: str

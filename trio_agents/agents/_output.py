@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+import attrs
 import cattrs
 
 from .._errors import SerializationError
@@ -46,14 +48,19 @@ def validate_output(schema: type | Mapping[str, Any] | None, data: Any, *, where
 
 
 def _structured(schema: type, data: Any) -> Any:
-    if not isinstance(data, Mapping):  # cattrs would fail with an AttributeError
+    record = attrs.has(schema) or dataclasses.is_dataclass(schema)
+    if record and not isinstance(data, Mapping):  # cattrs would fail with an AttributeError
         raise SerializationError(f"$: expected object, got {type(data).__name__}", path="$")
     try:
         return _converter.unstructure(_converter.structure(data, schema))
-    except cattrs.BaseValidationError as exc:
+    except cattrs.BaseValidationError as exc:  # every mismatch inside a record
         messages = cattrs.transform_error(exc)
         path = messages[0].rpartition(" @ ")[2] if messages else "$"
         raise SerializationError("; ".join(messages), path=path) from exc
+    except (ValueError, TypeError) as exc:
+        if record:
+            raise  # cattrs reports a record's mismatches as above: this is a bug
+        raise SerializationError(f"$: {exc}", path="$") from exc  # int("x"), Color("mauve")
 
 
 def check_json_schema(schema: Mapping[str, Any], data: Any, *, path: str) -> None:
