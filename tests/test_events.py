@@ -18,6 +18,7 @@ from hypothesis import given, strategies as st
 
 from trio_agents import (
     Blob,
+    CodeExecutionResult,
     Content,
     Event,
     EventActions,
@@ -25,7 +26,6 @@ from trio_agents import (
     FunctionResponse,
     Part,
 )
-from trio_agents._content import CodeExecutionResult
 from trio_agents._events import stamped
 from trio_agents._ids import (
     new_event_id,

@@ -137,6 +137,24 @@ def test_top_level_names_report_the_public_module() -> None:
             assert obj.__module__ == "trio_agents", name
 
 
+@pytest.mark.parametrize("namespace", PUBLIC_NAMESPACES)
+def test_exported_names_report_a_public_module(namespace: str) -> None:
+    """Subpackages fix ``__module__`` too. A name exported from several places reports one of
+    them, the top level when it is there (``trio_agents.ToolContext``, not
+    ``trio_agents.tools.ToolContext``)."""
+    module = importlib.import_module(namespace)
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if not (isinstance(obj, type) or callable(obj)) or not obj.__module__.startswith(
+            "trio_agents"
+        ):
+            continue
+        assert not any(part.startswith("_") for part in obj.__module__.split(".")), name
+        assert getattr(importlib.import_module(obj.__module__), name) is obj
+        if getattr(trio_agents, name, None) is obj:
+            assert obj.__module__ == "trio_agents", name
+
+
 def test_every_public_class_of_a_private_module_is_exported_somewhere() -> None:
     exported = {
         id(getattr(importlib.import_module(ns), name))

@@ -61,17 +61,19 @@ from hypothesis import given, strategies as st
 
 from trio_agents import (
     Blob,
+    CodeExecutionResult,
     Content,
     Event,
     EventActions,
+    ExecutableCode,
+    FileData,
     FunctionCall,
     FunctionResponse,
     Part,
     SerializationError,
     TrioAgentsError,
+    UsageMetadata,
 )
-from trio_agents._content import CodeExecutionResult, ExecutableCode, FileData
-from trio_agents._events import UsageMetadata
 from trio_agents._serde import (
     check_json_value,
     dumps,

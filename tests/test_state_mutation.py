@@ -9,11 +9,11 @@ from trio_agents import (
     CallbackContext,
     Content,
     Event,
+    EventActionsDraft,
     InMemoryRunner,
     InvocationContext,
     State,
 )
-from trio_agents._context import EventActionsDraft
 
 
 async def _run(agent: BaseAgent, state: dict[str, Any]) -> tuple[list[Event], dict[str, Any]]:

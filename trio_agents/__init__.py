@@ -6,10 +6,6 @@ channels; an agent resumes only after its event is committed. See the README for
 
 from __future__ import annotations
 
-import contextlib
-
-import attrs
-
 from ._content import (
     Blob as Blob,
     CodeExecutionResult as CodeExecutionResult,
@@ -53,6 +49,7 @@ from ._errors import (
     TrioAgentsError as TrioAgentsError,
 )
 from ._events import Event as Event, EventActions as EventActions, UsageMetadata as UsageMetadata
+from ._exports import publish as _publish
 from ._runner import (
     InMemoryRunner as InMemoryRunner,
     RunConfig as RunConfig,
@@ -130,16 +127,5 @@ __all__ = [
 ]
 
 
-def _fixup_module_metadata() -> None:
-    """Make reprs and tracebacks say ``trio_agents.X`` instead of the private module."""
-    for name in __all__:
-        obj = globals()[name]
-        if attrs.has(obj):
-            attrs.resolve_types(obj)  # resolve string annotations while the module is right
-        if getattr(obj, "__module__", "").startswith("trio_agents."):
-            with contextlib.suppress(AttributeError, TypeError):
-                obj.__module__ = __name__
-
-
-_fixup_module_metadata()
-del _fixup_module_metadata
+_publish(__name__, globals(), __all__)
+del _publish

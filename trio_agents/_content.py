@@ -133,22 +133,26 @@ class Part:
 
     @classmethod
     def from_text(cls, text: str) -> Part:
+        """A text part."""
         return cls(text=text)
 
     @classmethod
     def from_function_call(
         cls, name: str, args: Mapping[str, JSONValue] | None = None, id: str | None = None
     ) -> Part:
+        """A call of the tool ``name`` with ``args``; ``id`` names the call."""
         return cls(function_call=FunctionCall(name=name, args=args or {}, id=id))
 
     @classmethod
     def from_function_response(
         cls, name: str, response: Mapping[str, JSONValue], id: str | None = None
     ) -> Part:
+        """The ``response`` of the tool ``name`` to the call ``id``."""
         return cls(function_response=FunctionResponse(name=name, response=response, id=id))
 
     @classmethod
     def from_bytes(cls, data: bytes, mime_type: str) -> Part:
+        """Inline binary data (an image, a PDF) of the given MIME type."""
         return cls(inline_data=Blob(data=data, mime_type=mime_type))
 
 
@@ -165,10 +169,12 @@ class Content:
 
     @classmethod
     def from_text(cls, text: str, role: str = "user") -> Content:
+        """A message of one text part."""
         return cls(role=role, parts=(Part(text=text),))
 
     @classmethod
     def from_parts(cls, *parts: Part, role: str = "user") -> Content:
+        """A message of the given parts, in order."""
         return cls(role=role, parts=parts)
 
     @property

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from ._config import RunConfig
     from ._invocation import Invocation
     from .agents._base import BaseAgent
+    from .artifacts._base import ArtifactService
     from .memory import SearchMemoryResponse
+    from .memory._base import MemoryService
     from .plugins._manager import PluginManager
     from .sessions._base import Session, SessionService
 
@@ -87,6 +89,7 @@ class EventActionsDraft:
         return actions
 
     def is_empty(self) -> bool:
+        """True when these actions change nothing."""
         return not (
             self.state_delta
             or self.artifact_delta
@@ -209,12 +212,12 @@ class InvocationContext:
         return self._invocation.runner.session_service
 
     @property
-    def artifact_service(self) -> Any:
+    def artifact_service(self) -> ArtifactService | None:
         """The Runner's artifact service, or None."""
         return self._invocation.runner.artifact_service
 
     @property
-    def memory_service(self) -> Any:
+    def memory_service(self) -> MemoryService | None:
         """The Runner's memory service, or None."""
         return self._invocation.runner.memory_service
 
@@ -378,18 +381,22 @@ class ReadonlyContext:
 
     @property
     def invocation_id(self) -> str:
+        """The id of the invocation."""
         return self._ctx.invocation_id
 
     @property
     def agent_name(self) -> str:
+        """The name of the running agent."""
         return self._ctx.agent.name
 
     @property
     def branch(self) -> str | None:
+        """The running agent's branch (``parallel.child`` segments), or None."""
         return self._ctx.branch
 
     @property
     def user_content(self) -> Content | None:
+        """The user message that started the invocation."""
         return self._ctx.user_content
 
     @property
@@ -399,6 +406,7 @@ class ReadonlyContext:
 
     @property
     def session(self) -> Session:
+        """The live session (read it; write state through ``state``)."""
         return self._ctx.session
 
 
@@ -421,6 +429,7 @@ class CallbackContext(ReadonlyContext):
 
     @property
     def actions(self) -> EventActionsDraft:
+        """The pending actions this callback or tool adds to its event (escalate, transfer...)."""
         return self._actions
 
     @property
@@ -430,6 +439,7 @@ class CallbackContext(ReadonlyContext):
 
     @property
     def invocation_context(self) -> InvocationContext:
+        """The invocation context this context belongs to."""
         return self._ctx
 
     # -- artifacts (R-ART-3) -------------------------------------------------------------------
@@ -486,6 +496,7 @@ class CallbackContext(ReadonlyContext):
 
     @property
     def end_invocation(self) -> bool:
+        """Set True to end the invocation after this callback (ADK's ``end_invocation``)."""
         return self._ctx.end_invocation
 
     @end_invocation.setter

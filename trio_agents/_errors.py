@@ -1,7 +1,8 @@
-"""The exception hierarchy of trio_agents.
+"""The exception hierarchy of trio_agents: one tree, documented here.
 
 Every error raised on purpose by the library derives from :class:`TrioAgentsError`. Where a
-caller would naturally catch a builtin, the builtin is mixed in::
+caller would naturally catch a builtin, the builtin is mixed in, so ``except ValueError`` keeps
+working::
 
     TrioAgentsError(Exception)
     ├── ConfigurationError(TrioAgentsError, ValueError)   bad agent tree, names, bad input
@@ -9,15 +10,17 @@ caller would naturally catch a builtin, the builtin is mixed in::
     │   ├── SessionNotFoundError(SessionError, LookupError, ValueError)
     │   ├── SessionExistsError                              create with an id already taken
     │   ├── StaleSessionError(SessionError, ValueError)     append through an outdated snapshot
-    │   └── SessionBusyError                                a run is already in flight
+    │   ├── SessionBusyError                                a run is already in flight
+    │   └── StoreUnavailableError                           the store refused a connection
     ├── ArtifactNotFoundError(TrioAgentsError, LookupError) no such artifact version
     ├── ModelError                                          talking to a model failed
     │   ├── ModelHTTPError                                  the provider answered an HTTP error
     │   │   └── ModelRateLimitError                         HTTP 429 after the retries ran out
     │   ├── ModelTransportError                             connection failed or timed out
     │   ├── ModelResponseError                              an answer that cannot be understood
-    │   └── ModelTimeoutError                               a stream stalled past its idle limit
-    ├── ToolError                                           a tool failed (cause chained)
+    │   ├── ModelTimeoutError                               a stream stalled past its idle limit
+    │   └── testing.ReplayMissError                         no recorded answer for a request
+    ├── ToolError                                           a tool's result is not JSON
     ├── ToolsetError                                        a toolset could not list its tools
     │   └── McpServerError                                  an MCP server failed, died or lied
     ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
@@ -25,9 +28,17 @@ caller would naturally catch a builtin, the builtin is mixed in::
     ├── AgentTransferError                                  transfer to an unknown/forbidden agent
     ├── LlmCallLimitError                                   max_llm_calls would be exceeded
     ├── AgentTimeoutError(TrioAgentsError, TimeoutError)    an agent ran past its ``timeout``
-    └── SerializationError(TrioAgentsError, ValueError)     a value that cannot become JSON
+    ├── SerializationError(TrioAgentsError, ValueError)     not JSON, or not the expected shape
+    └── testing.InjectedError                               a failure a scripted agent injects
 
-Errors carry the name of the failing thing as attributes and in ``str()``.
+Errors carry the name of the failing thing as attributes and in ``str()``
+(``SerializationError.path``, ``PluginError.plugin``, ``ToolError.tool_name``, ...).
+
+What stays a builtin: exceptions a tool, callback or model raises propagate with their own type
+(the hooks see them first); Python's own protocols keep their errors (``TypeError`` when writing
+to an immutable event mapping or deleting a state key, an unexpected keyword argument); a SQLite
+service used after ``aclose()`` raises :class:`trio.ClosedResourceError`; cancellation is
+:class:`trio.Cancelled`, never wrapped.
 """
 
 from __future__ import annotations
@@ -192,7 +203,11 @@ class ModelTimeoutError(_ProviderError):
 
 
 class ToolError(TrioAgentsError):
-    """A tool failed. ``tool_name`` and ``call_id`` name it; the cause is chained."""
+    """A tool's result cannot be given to the model (it is not JSON); the cause is chained.
+
+    ``tool_name`` and ``call_id`` name the call. An exception *raised* by a tool is not wrapped:
+    it propagates with its own type (after the on-tool-error hooks declined to recover).
+    """
 
     def __init__(self, message: str, *, tool_name: str, call_id: str | None = None) -> None:
         super().__init__(message)

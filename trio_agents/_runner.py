@@ -37,7 +37,9 @@ from ._run_stream import RunStream
 from ._state import check_state_delta
 from .agents._base import BaseAgent
 from .agents._models import models_in_use
+from .artifacts._base import ArtifactService
 from .artifacts._memory import InMemoryArtifactService
+from .memory._base import MemoryService
 from .memory._memory import InMemoryMemoryService
 from .plugins._base import BasePlugin
 from .plugins._manager import PluginManager
@@ -72,8 +74,8 @@ class Runner:
         agent: BaseAgent,
         app_name: str,
         session_service: SessionService,
-        artifact_service: Any = None,
-        memory_service: Any = None,
+        artifact_service: ArtifactService | None = None,
+        memory_service: MemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
         concurrent_runs: ConcurrentRuns = "reject",
         cleanup_timeout: float = 10.0,

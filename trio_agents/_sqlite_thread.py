@@ -185,7 +185,7 @@ class SqliteThread:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._closed:
-            raise RuntimeError(f"the SQLite connection to {self.path!r} is closed")
+            raise trio.ClosedResourceError(f"the SQLite connection to {self.path!r} is closed")
         if not self._started:
             self._started = True
             self._thread.start()

@@ -14,7 +14,8 @@ import attrs
 import pytest
 
 from tests.agents.llm_helpers import Chat, call, calls, chat, fc, kinds, model_text
-from trio_agents import LlmAgent
+from trio_agents import LlmAgent, SerializationError
+from trio_agents.agents._output import validate_output
 from trio_agents.testing import ScriptedModel
 
 
@@ -159,8 +160,21 @@ async def test_output_schema_as_a_json_schema_dict_r_out() -> None:
         ({"type": "object", "required": ["v"]}, '{"w": 1}', "'v'"),
         ({"type": "object", "properties": {"v": {"type": "integer"}}}, '{"v": "x"}', "$.v"),
         ({"type": "string", "enum": ["yes", "no"]}, '"maybe"', "maybe"),
+        (Verdict, "[1, 2]", "expected object, got list"),
+        (Pair, '"left"', "expected object, got str"),
+        (Verdict, '{"score": "high"}', "$.score"),
     ],
-    ids=["not-json", "missing", "extra-key", "dict-required", "dict-type", "dict-enum"],
+    ids=[
+        "not-json",
+        "missing",
+        "extra-key",
+        "dict-required",
+        "dict-type",
+        "dict-enum",
+        "class-not-an-object",
+        "dataclass-not-an-object",
+        "class-field-type",
+    ],
 )
 async def test_an_answer_not_matching_the_schema_is_an_error_event_s_out(
     schema: Any, answer: str, detail: str
@@ -182,6 +196,18 @@ async def test_an_answer_not_matching_the_schema_is_an_error_event_s_out(
     assert [e.error_code for e in stored.events[1:]] == ["INVALID_OUTPUT_SCHEMA"]
 
 
+async def test_a_bug_in_validation_propagates_instead_of_becoming_an_error_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a bug in the validator")
+
+    monkeypatch.setattr("trio_agents.agents._output.validate_output", broken)
+    model = ScriptedModel(['{"score": 1}'])
+    with pytest.raises(TypeError, match="a bug in the validator"):
+        await chat(LlmAgent(name="a", model=model, output_schema=Verdict))
+
+
 async def test_output_schema_is_validated_without_output_key_r_out() -> None:
     model = ScriptedModel(["oops"])
     (event,) = await chat(LlmAgent(name="a", model=model, output_schema=Verdict))
@@ -197,3 +223,24 @@ async def test_with_tools_the_schema_is_not_sent_but_the_answer_is_checked_r_llm
     assert kinds(events) == ["FC:lookup", "FR:lookup", 'T:{"score": 7}']
     assert [r.response_schema for r in model.requests] == [None, None]
     assert (await session.session()).state == {"v": {"score": 7, "reason": ""}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "data", "path"),
+    [
+        ({"type": "object", "properties": {"v": {"type": "integer"}}}, {"v": "x"}, "$.v"),
+        ({"type": "array", "items": {"type": "string"}}, ["a", 2], "$[1]"),
+        ({"type": "object", "required": ["v"]}, {}, "$"),
+        (Verdict, {"score": "high"}, "$.score"),
+        (Verdict, [], "$"),
+        (int, "seven", "$"),
+    ],
+    ids=["property", "item", "required", "class-field", "class-root", "scalar"],
+)
+def test_a_mismatch_is_a_serialization_error_naming_the_path(
+    schema: Any, data: Any, path: str
+) -> None:
+    with pytest.raises(SerializationError, match=r"^agent 'a': ") as info:
+        validate_output(schema, data, where="agent 'a'")
+    assert info.value.path == path
+    assert isinstance(info.value, ValueError)  # ``except ValueError`` still catches it

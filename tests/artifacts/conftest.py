@@ -15,8 +15,7 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from trio_agents.artifacts import ArtifactService, InMemoryArtifactService
-from trio_agents.artifacts._file import FileArtifactService
+from trio_agents.artifacts import ArtifactService, FileArtifactService, InMemoryArtifactService
 
 ArtifactServiceFactory = Callable[[], AbstractAsyncContextManager[ArtifactService]]
 

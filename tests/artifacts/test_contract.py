@@ -156,7 +156,7 @@ async def test_saving_something_that_is_not_a_part_is_refused(
     artifact_service: ArtifactService,
 ) -> None:
     bad: Any = {"text": "not a Part"}
-    with pytest.raises(TypeError, match="Part"):
+    with pytest.raises(ConfigurationError, match="Part"):
         await save(artifact_service, "f.txt", bad)
     assert await versions(artifact_service, "f.txt") == []
 

@@ -179,5 +179,5 @@ async def test_a_closed_service_refuses_work(tmp_path: Path) -> None:
     await service.add_session_to_memory(session("s", "x"))
     await service.aclose()
     await service.aclose()  # twice is fine
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(trio.ClosedResourceError, match="closed"):
         await service.search_memory(app_name="app", user_id="u", query="x")

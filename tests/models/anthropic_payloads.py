@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trio_agents.models._http import ServerSentEvent
+from trio_agents.models import ServerSentEvent
 
 
 def answer(text: str = "Hello!", **extra: Any) -> dict[str, Any]:

@@ -24,11 +24,19 @@ from tests.models.anthropic_payloads import (
     sse,
     text_stream,
 )
-from trio_agents import ConfigurationError
-from trio_agents._content import Blob, Content, ExecutableCode, FileData, Part
-from trio_agents._errors import ModelHTTPError, ModelRateLimitError, ModelResponseError
-from trio_agents._events import UsageMetadata
-from trio_agents.models import LlmRequest, LlmResponse
+from trio_agents import (
+    Blob,
+    ConfigurationError,
+    Content,
+    ExecutableCode,
+    FileData,
+    ModelHTTPError,
+    ModelRateLimitError,
+    ModelResponseError,
+    Part,
+    UsageMetadata,
+)
+from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse, ServerSentEvent
 from trio_agents.models._anthropic import StreamAccumulator
 from trio_agents.models._anthropic_wire import (
     ANSWER_TOOL,
@@ -40,8 +48,6 @@ from trio_agents.models._anthropic_wire import (
     parse_response,
     parse_usage,
 )
-from trio_agents.models._base import FunctionDeclaration
-from trio_agents.models._http import ServerSentEvent
 
 
 def user(text: str) -> Content:

@@ -21,18 +21,22 @@ from tests.models.anthropic_payloads import (
     sse_text,
     text_stream,
 )
-from trio_agents import ConfigurationError
-from trio_agents._content import Content, Part
-from trio_agents._errors import (
+from trio_agents import (
+    ConfigurationError,
+    Content,
     ModelHTTPError,
     ModelRateLimitError,
     ModelResponseError,
     ModelTransportError,
+    Part,
 )
-from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.models._anthropic import AnthropicModel
-from trio_agents.models._base import FunctionDeclaration
-from trio_agents.models._http import RetryPolicy
+from trio_agents.models import (
+    AnthropicModel,
+    FunctionDeclaration,
+    LlmRequest,
+    LlmResponse,
+    RetryPolicy,
+)
 
 KEY = "sk-ant-test-0123456789"
 FAST_RETRY = RetryPolicy(attempts=3, initial_delay=0.5, jitter=0, total_timeout=60)

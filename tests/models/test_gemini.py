@@ -12,13 +12,16 @@ import pytest
 from hypothesis import given, strategies as st
 
 from trio_agents import (
+    CodeExecutionResult,
     Content,
+    ExecutableCode,
+    FileData,
+    FunctionCall,
     ModelHTTPError,
     ModelRateLimitError,
     ModelResponseError,
     Part,
 )
-from trio_agents._content import CodeExecutionResult, ExecutableCode, FileData, FunctionCall
 from trio_agents.models import FunctionDeclaration, LlmRequest
 from trio_agents.models._gemini_wire import (
     StreamAccumulator,

@@ -17,10 +17,15 @@ from trio_agents import (
     ModelResponseError,
     ModelTransportError,
 )
-from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse, resolve_model
-from trio_agents.models._gemini import GeminiModel
+from trio_agents.models import (
+    FunctionDeclaration,
+    GeminiModel,
+    LlmRequest,
+    LlmResponse,
+    RetryPolicy,
+    resolve_model,
+)
 from trio_agents.models._gemini_wire import build_request_body
-from trio_agents.models._http import RetryPolicy
 
 from .gemini_payloads import KEY, answer, call, sse, streamed, text, usage
 

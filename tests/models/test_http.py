@@ -30,14 +30,15 @@ from trio_agents import (
     ModelResponseError,
     ModelTransportError,
 )
-from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.models._http import (
+from trio_agents.models import (
     HttpModel,
+    LlmRequest,
+    LlmResponse,
     RetryPolicy,
     ServerSentEvent,
-    _SseParser,
     parse_sse_lines,
 )
+from trio_agents.models._http import _SseParser
 
 # Leaving an httpx response stream early (errors, cancellation) abandons httpx's own nested
 # async generators; trio reports each with a ResourceWarning (encode/httpx#3686). Only those.

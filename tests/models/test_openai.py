@@ -18,14 +18,13 @@ from trio_agents import (
     Blob,
     ConfigurationError,
     Content,
+    FileData,
     FunctionCall,
     ModelResponseError,
     Part,
     UsageMetadata,
 )
-from trio_agents._content import FileData
-from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse
-from trio_agents.models._http import ServerSentEvent
+from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse, ServerSentEvent
 from trio_agents.models._openai_wire import (
     StreamAccumulator,
     build_messages,

@@ -19,9 +19,13 @@ from trio_agents import (
     ModelTransportError,
     Part,
 )
-from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse
-from trio_agents.models._http import RetryPolicy
-from trio_agents.models._openai import OpenAIModel
+from trio_agents.models import (
+    FunctionDeclaration,
+    LlmRequest,
+    LlmResponse,
+    OpenAIModel,
+    RetryPolicy,
+)
 from trio_agents.models._openai_wire import build_request_body
 
 pytestmark = [

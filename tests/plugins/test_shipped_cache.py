@@ -21,8 +21,7 @@ from trio_agents import (
     StreamingMode,
 )
 from trio_agents.models import FunctionDeclaration, LlmRequest, LlmResponse
-from trio_agents.plugins import BasePlugin
-from trio_agents.plugins._cache import ResponseCachePlugin, request_key
+from trio_agents.plugins import BasePlugin, ResponseCachePlugin, request_key
 from trio_agents.testing import ScriptedModel
 
 
@@ -230,7 +229,25 @@ async def test_replayed_function_calls_get_fresh_ids() -> None:
     assert replayed.name == "echo"
     assert replayed.id not in (None, "call-1")
     assert [r.id for r in second[1].get_function_responses()] == [replayed.id]
-    assert cache.stats().hits == 1
+    # The follow-up request differs from the first turn's only by the call id, which the key
+    # renumbers: it is a hit too, so the model was asked twice in all.
+    assert texts(second)[-1] == "one"
+    assert cache.stats().hits == 2
+    assert len(turns.model.requests) == 2
+
+
+def test_call_ids_do_not_change_the_key() -> None:
+    def asked(call_id: str) -> LlmRequest:
+        return request(
+            contents=[
+                Content.from_text("hi"),
+                Content(role="model", parts=[Part.from_function_call("f", {}, id=call_id)]),
+                Content(role="user", parts=[Part.from_function_response("f", {}, id=call_id)]),
+            ]
+        )
+
+    assert request_key(asked("a1")) == request_key(asked("b7"))
+    assert request_key(asked("a1")) != request_key(request())
 
 
 async def test_a_request_that_is_not_json_is_not_cached() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.plugins.helpers import HOOKS, Recorder, Run, fc, reply
 from trio_agents import LlmAgent
-from trio_agents.plugins._logging import LoggingPlugin
+from trio_agents.plugins import LoggingPlugin
 from trio_agents.testing import ScriptedModel
 
 LOGGER = "test.trio_agents.logging"

@@ -22,18 +22,19 @@ from trio_agents import (
     UsageMetadata,
 )
 from trio_agents.models import LlmRequest, LlmResponse
-from trio_agents.plugins._cache import ResponseCachePlugin
-from trio_agents.plugins._metrics import (
+from trio_agents.plugins import (
     AgentKey,
     ErrorKey,
     Histogram,
     MetricsPlugin,
     MetricsSnapshot,
     ModelKey,
+    ResponseCachePlugin,
     TokenKey,
+    ToolPolicyPlugin,
+    deny,
     render_prometheus,
 )
-from trio_agents.plugins._policy import ToolPolicyPlugin, deny
 from trio_agents.testing import ScriptedModel
 
 IDLE = {"invocations": 0, "agents": 0, "models": 0, "tools": 0}

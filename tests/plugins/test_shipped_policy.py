@@ -9,7 +9,7 @@ import pytest
 from tests.plugins.helpers import Recorder, Run, fc, fr, kinds
 from trio_agents import ConfigurationError, Content, LlmAgent, Part, SequentialAgent
 from trio_agents.models import LlmResponse
-from trio_agents.plugins._policy import Denial, ToolPolicyPlugin, ToolRule, allow, deny
+from trio_agents.plugins import Denial, ToolPolicyPlugin, ToolRule, allow, deny
 from trio_agents.testing import ScriptedModel
 
 

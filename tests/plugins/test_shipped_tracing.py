@@ -30,7 +30,7 @@ from trio_agents import (
     UsageMetadata,
 )
 from trio_agents.models import LlmResponse
-from trio_agents.plugins._tracing import TracingPlugin
+from trio_agents.plugins import TracingPlugin
 from trio_agents.testing import ScriptedModel
 
 

@@ -18,9 +18,12 @@ import pytest
 import trio
 
 from tests.pg_cluster import ensure_cluster
-from trio_agents.sessions import InMemorySessionService, SessionService
-from trio_agents.sessions._postgres import PostgresSessionService
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import (
+    InMemorySessionService,
+    PostgresSessionService,
+    SessionService,
+    SqliteSessionService,
+)
 
 ServiceFactory = Callable[[], AbstractAsyncContextManager[SessionService]]
 

@@ -33,7 +33,7 @@ from trio_agents import (
     Runner,
     SequentialAgent,
 )
-from trio_agents.sessions._postgres import PostgresSessionService
+from trio_agents.sessions import PostgresSessionService
 
 CALL_OPEN = 0.05
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from trio_agents import (
     SequentialAgent,
     SessionBusyError,
 )
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import SqliteSessionService
 
 SEQUENCES: dict[tuple[str, str], int] = {}
 """(agent, invocation) -> how many events that agent emitted in that invocation so far."""

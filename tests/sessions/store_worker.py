@@ -14,9 +14,7 @@ import trio
 
 from tests.apps import Probe, ScriptAgent
 from trio_agents import LoopAgent, ParallelAgent, Runner, SequentialAgent
-from trio_agents.sessions import SessionService
-from trio_agents.sessions._postgres import PostgresSessionService
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import PostgresSessionService, SessionService, SqliteSessionService
 
 
 def open_store(store: str) -> SessionService:

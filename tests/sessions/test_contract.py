@@ -16,9 +16,14 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from trio_agents import (
+    Blob,
+    CodeExecutionResult,
+    ConfigurationError,
     Content,
     Event,
     EventActions,
+    ExecutableCode,
+    FileData,
     FunctionCall,
     FunctionResponse,
     Part,
@@ -29,7 +34,6 @@ from trio_agents import (
     StaleSessionError,
     UsageMetadata,
 )
-from trio_agents._content import Blob, CodeExecutionResult, ExecutableCode, FileData
 from trio_agents.sessions import GetSessionConfig, Session, SessionService
 from trio_agents.testing.strategies import json_values, state_deltas as shipped_state_deltas
 
@@ -425,7 +429,7 @@ async def test_get_session_with_config(
 
 def test_negative_num_recent_events_is_rejected() -> None:
     """R-ST-8: a negative num_recent_events is a validation error."""
-    with pytest.raises(ValueError, match="num_recent_events"):
+    with pytest.raises(ConfigurationError, match="num_recent_events"):
         GetSessionConfig(num_recent_events=-1)
 
 

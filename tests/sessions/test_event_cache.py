@@ -32,9 +32,12 @@ from trio_agents import (
     SessionNotFoundError,
     StaleSessionError,
 )
-from trio_agents.sessions import GetSessionConfig, Session
-from trio_agents.sessions._postgres import PostgresSessionService
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import (
+    GetSessionConfig,
+    PostgresSessionService,
+    Session,
+    SqliteSessionService,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 WHERE: dict[str, str] = {"app_name": "app", "user_id": "u", "session_id": "s"}

@@ -26,8 +26,7 @@ from trio_agents import (
     SessionBusyError,
     StaleSessionError,
 )
-from trio_agents.sessions import GetSessionConfig
-from trio_agents.sessions._postgres import PostgresSessionService
+from trio_agents.sessions import GetSessionConfig, PostgresSessionService
 
 LEASE: dict[str, Any] = {"app_name": "app", "user_id": "u", "session_id": "s"}
 

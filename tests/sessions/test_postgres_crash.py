@@ -23,7 +23,7 @@ from tests.pg_cluster import ensure_cluster
 from tests.sessions.pg_worker import read_line, spawn
 from trio_agents import BaseAgent, Event, InvocationContext, Runner
 from trio_agents._runner import ABANDONED_REASON
-from trio_agents.sessions._postgres import PostgresSessionService
+from trio_agents.sessions import PostgresSessionService
 
 KEY: dict[str, Any] = {"app_name": "app", "user_id": "u", "session_id": "s"}
 WORKER = "trio_agents_crash_worker"

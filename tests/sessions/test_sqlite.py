@@ -25,8 +25,13 @@ from trio_agents import (
     SessionNotFoundError,
     StaleSessionError,
 )
-from trio_agents.sessions import GetSessionConfig, Session, _sqlite_schema as schema
-from trio_agents.sessions._sqlite import SqliteSessionService, _transaction
+from trio_agents.sessions import (
+    GetSessionConfig,
+    Session,
+    SqliteSessionService,
+    _sqlite_schema as schema,
+)
+from trio_agents.sessions._sqlite import _transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 

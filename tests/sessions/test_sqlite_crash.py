@@ -30,7 +30,7 @@ import trio
 
 from trio_agents import BaseAgent, Event, InvocationContext, Runner
 from trio_agents._runner import ABANDONED_REASON
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import SqliteSessionService
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = ("s1", "s2")

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from trio_agents import ConfigurationError, Event, SessionBusyError
-from trio_agents.sessions._sqlite import SqliteSessionService
+from trio_agents.sessions import SqliteSessionService
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,6 +22,7 @@ from tests.agents.llm_helpers import SSE, Chat, call, calls, chat, fc, kinds, re
 from trio_agents import (
     BaseAgent,
     CallbackContext,
+    ConfigurationError,
     Content,
     Event,
     EventActions,
@@ -32,11 +33,13 @@ from trio_agents import (
     Part,
     ReadonlyContext,
     RunConfig,
+    Runner,
     SequentialAgent,
     ToolContext,
 )
 from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.plugins import BasePlugin
+from trio_agents.sessions import InMemorySessionService
 from trio_agents.testing import ScriptedModel
 from trio_agents.tools import AgentTool, LongRunningFunctionTool
 
@@ -184,6 +187,20 @@ async def test_full_round_trip_s_at_1() -> None:
         app_name=runner.app_name, user_id="u", session_id=session.session_id, filename="f.txt"
     )
     assert part == Part.from_text("FILE")
+
+
+async def test_a_child_saving_an_artifact_without_a_parent_service_is_a_configuration_error() -> (
+    None
+):
+    async def work(tool_context: ToolContext) -> str:
+        await tool_context.save_artifact("f.txt", Part.from_text("FILE"))
+        return "worked"
+
+    child = child_agent([fc("work"), "never"], tools=[work])
+    parent = parent_agent([fc("child", {"request": "do it"}), "never"], AgentTool(child))
+    runner = Runner(agent=parent, app_name="app", session_service=InMemorySessionService())
+    with pytest.raises(ConfigurationError, match="Artifact service is not initialized"):
+        await chat(parent, runner=runner)
 
 
 async def test_child_runs_in_its_own_session_for_the_same_app_and_user_r_at_3() -> None:

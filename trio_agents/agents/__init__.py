@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._base import BaseAgent as BaseAgent
 from ._instructions import inject_session_state as inject_session_state
 from ._llm import Agent as Agent, InstructionProvider as InstructionProvider, LlmAgent as LlmAgent
@@ -19,3 +20,5 @@ __all__ = [
     "SequentialAgent",
     "inject_session_state",
 ]
+
+_publish(__name__, globals(), __all__)

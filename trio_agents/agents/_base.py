@@ -92,6 +92,7 @@ class BaseAgent:
 
     @property
     def before_agent_callback(self) -> CallbackSpec:
+        """Callbacks run before the agent (a ``Content`` answer skips it); settable."""
         return self._before_agent_spec
 
     @before_agent_callback.setter
@@ -106,6 +107,7 @@ class BaseAgent:
 
     @property
     def after_agent_callback(self) -> CallbackSpec:
+        """Callbacks run after the agent (a ``Content`` answer is emitted); settable."""
         return self._after_agent_spec
 
     @after_agent_callback.setter
@@ -120,6 +122,7 @@ class BaseAgent:
 
     @property
     def root_agent(self) -> BaseAgent:
+        """The top of this agent's tree."""
         agent = self
         while agent.parent_agent is not None:
             agent = agent.parent_agent

@@ -114,6 +114,7 @@ class LlmAgent(BaseAgent):
 
     @property
     def run_tools(self) -> list[BaseTool]:
+        """The tools the model is offered (functions and tools; toolsets are asked per step)."""
         return self._run_tools()[0]
 
     def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:

@@ -26,7 +26,7 @@ from .._context import (
     ReadonlyContext,
     with_call_ids,
 )
-from .._errors import ModelTimeoutError
+from .._errors import ModelTimeoutError, SerializationError
 from .._events import Event
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
@@ -424,7 +424,7 @@ def _apply_output(agent: LlmAgent, actions: EventActionsDraft, event: Event) -> 
             return event
         try:
             value = parse_output(agent, text)
-        except (ValueError, TypeError) as exc:
+        except (json.JSONDecodeError, SerializationError) as exc:  # the answer, not our code
             return attrs.evolve(
                 event,
                 error_code=INVALID_OUTPUT,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+import attrs
 import cattrs
+
+from .._errors import SerializationError
 
 __all__ = ["validate_output"]
 
@@ -26,26 +30,42 @@ def validate_output(schema: type | Mapping[str, Any] | None, data: Any, *, where
 
     ``schema`` is an attrs class or dataclass (structured with cattrs, then unstructured back),
     or a JSON schema dict (checked for ``type``, ``properties``, ``required``, ``items``,
-    ``enum``). Raises ``ValueError`` naming the first mismatch.
+    ``enum``).
+
+    Raises:
+        SerializationError: ``data`` does not fit; ``path`` names the first mismatch (``$`` is
+        the root) and the message starts with ``where``.
     """
     if schema is None:
         return data
-    if isinstance(schema, type):
-        try:
-            return _converter.unstructure(_converter.structure(data, schema))
-        except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
-            messages = (
-                "; ".join(cattrs.transform_error(exc))
-                if isinstance(exc, cattrs.BaseValidationError)
-                else str(exc)
-            )
-            raise ValueError(f"{where}: {messages}") from exc
-    check_json_schema(schema, data, path="$")
+    try:
+        if isinstance(schema, type):
+            return _structured(schema, data)
+        check_json_schema(schema, data, path="$")
+    except SerializationError as exc:
+        raise SerializationError(f"{where}: {exc}", path=exc.path) from exc.__cause__
     return data
 
 
+def _structured(schema: type, data: Any) -> Any:
+    record = attrs.has(schema) or dataclasses.is_dataclass(schema)
+    if record and not isinstance(data, Mapping):  # cattrs would fail with an AttributeError
+        raise SerializationError(f"$: expected object, got {type(data).__name__}", path="$")
+    try:
+        return _converter.unstructure(_converter.structure(data, schema))
+    except cattrs.BaseValidationError as exc:  # every mismatch inside a record
+        messages = cattrs.transform_error(exc)
+        path = messages[0].rpartition(" @ ")[2] if messages else "$"
+        raise SerializationError("; ".join(messages), path=path) from exc
+    except (ValueError, TypeError) as exc:
+        if record:
+            raise  # cattrs reports a record's mismatches as above: this is a bug
+        raise SerializationError(f"$: {exc}", path="$") from exc  # int("x"), Color("mauve")
+
+
 def check_json_schema(schema: Mapping[str, Any], data: Any, *, path: str) -> None:
-    """Raise ``ValueError`` naming ``path`` when ``data`` does not fit ``schema``."""
+    """Raise :class:`~trio_agents.SerializationError` naming ``path`` when ``data`` does not fit
+    ``schema``."""
     if data is None and schema.get("nullable"):
         return
     expected = schema.get("type")
@@ -54,16 +74,20 @@ def check_json_schema(schema: Mapping[str, Any], data: Any, *, path: str) -> Non
         if ok and expected in ("integer", "number") and isinstance(data, bool):
             ok = False
         if not ok:
-            raise ValueError(f"{path}: expected {expected}, got {type(data).__name__}")
+            _mismatch(path, f"expected {expected}, got {type(data).__name__}")
     if "enum" in schema and data not in schema["enum"]:
-        raise ValueError(f"{path}: {data!r} is not one of {schema['enum']!r}")
+        _mismatch(path, f"{data!r} is not one of {schema['enum']!r}")
     if isinstance(data, dict):
         for key in schema.get("required", ()):
             if key not in data:
-                raise ValueError(f"{path}: missing required property {key!r}")
+                _mismatch(path, f"missing required property {key!r}")
         for key, sub in schema.get("properties", {}).items():
             if key in data:
                 check_json_schema(sub, data[key], path=f"{path}.{key}")
     if isinstance(data, list) and isinstance(schema.get("items"), Mapping):
         for i, item in enumerate(data):
             check_json_schema(schema["items"], item, path=f"{path}[{i}]")
+
+
+def _mismatch(path: str, message: str) -> NoReturn:
+    raise SerializationError(f"{path}: {message}", path=path)

@@ -186,7 +186,7 @@ class FileArtifactService(ArtifactService):
         self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
     ) -> int:
         if not isinstance(artifact, Part):
-            raise TypeError(f"an artifact is a Part, got {type(artifact).__name__}")
+            raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
         directory = self._directory(app_name, user_id, session_id, filename)
         payload = dumps(unstructure(artifact), path=f"artifact {filename!r}").encode()
         return await trio.to_thread.run_sync(_publish, directory, payload)

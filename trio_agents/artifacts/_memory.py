@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from .._content import Part
-from .._errors import ArtifactNotFoundError
+from .._errors import ArtifactNotFoundError, ConfigurationError
 from ._base import USER_PREFIX, ArtifactService, check_filename
 
 __all__ = ["InMemoryArtifactService"]
@@ -30,7 +30,7 @@ class InMemoryArtifactService(ArtifactService):
     ) -> int:
         await trio.lowlevel.checkpoint()
         if not isinstance(artifact, Part):
-            raise TypeError(f"an artifact is a Part, got {type(artifact).__name__}")
+            raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
         versions = self._files.setdefault(self._key(app_name, user_id, session_id, filename), [])
         versions.append(artifact)
         return len(versions) - 1

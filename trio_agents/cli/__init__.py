@@ -9,8 +9,11 @@ services.
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._chat import ChatPrinter as ChatPrinter, chat as chat
 from ._load import load_agent as load_agent, load_agents as load_agents
 from ._services import Services as Services, open_services as open_services
 
 __all__ = ["ChatPrinter", "Services", "chat", "load_agent", "load_agents", "open_services"]
+
+_publish(__name__, globals(), __all__)

@@ -33,6 +33,7 @@ class ChatPrinter:
         self._streaming: str | None = None  # the author whose text is being streamed
 
     def show(self, event: Event) -> None:
+        """Print ``event``: streamed text as it arrives, then tool calls, transfers and errors."""
         if event.partial:
             self._stream(event)
             return

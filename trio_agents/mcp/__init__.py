@@ -7,6 +7,9 @@ does the same: ``trio-agents mcp-server TARGET`` (stdio) or ``--http`` (streamab
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._serve import mcp_server_for as mcp_server_for, serve as serve
 
 __all__ = ["mcp_server_for", "serve"]
+
+_publish(__name__, globals(), __all__)

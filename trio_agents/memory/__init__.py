@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._base import (
     MemoryEntry as MemoryEntry,
     MemoryService as MemoryService,
@@ -17,3 +18,5 @@ __all__ = [
     "SearchMemoryResponse",
     "SqliteMemoryService",
 ]
+
+_publish(__name__, globals(), __all__)

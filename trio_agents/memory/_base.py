@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from .._content import Content
+from .._errors import ConfigurationError
 from .._events import Event
 from ..sessions import Session
 
@@ -82,8 +83,13 @@ class MemoryEntry:
 
     @classmethod
     def from_event(cls, event: Event, *, session_id: str | None = None) -> Self:
+        """The entry remembering ``event``'s content (``session_id`` goes into the metadata).
+
+        Raises:
+            ConfigurationError: the event has no content.
+        """
         if event.content is None:
-            raise ValueError(f"event {event.id!r} has no content to remember")
+            raise ConfigurationError(f"event {event.id!r} has no content to remember")
         metadata = {} if session_id is None else {"session_id": session_id}
         return cls(
             content=event.content,

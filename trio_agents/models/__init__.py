@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._exports import publish as _publish, publish_one as _publish_one
 from ._base import (
     FunctionDeclaration as FunctionDeclaration,
     LlmRequest as LlmRequest,
@@ -45,6 +46,8 @@ __all__ = [
     "resolve_model",
 ]
 
+_publish(__name__, globals(), __all__)
+
 _LAZY = {
     "AnthropicModel": "._anthropic",
     "GeminiModel": "._gemini",
@@ -61,6 +64,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    _publish_one(__name__, value)
     globals()[name] = value
     return value
 

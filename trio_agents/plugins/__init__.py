@@ -6,12 +6,10 @@ Shipped plugins: :class:`LoggingPlugin`, :class:`MetricsPlugin`, :class:`ToolPol
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
+from ..models._request_key import request_key as request_key
 from ._base import BasePlugin as BasePlugin
-from ._cache import (
-    CacheStats as CacheStats,
-    ResponseCachePlugin as ResponseCachePlugin,
-    request_key as request_key,
-)
+from ._cache import CacheStats as CacheStats, ResponseCachePlugin as ResponseCachePlugin
 from ._logging import LoggingPlugin as LoggingPlugin
 from ._manager import PluginManager as PluginManager
 from ._metrics import (
@@ -59,3 +57,5 @@ __all__ = [
     "render_prometheus",
     "request_key",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -9,23 +9,21 @@ not interrupted, with content.
 
 from __future__ import annotations
 
-import base64
 import collections
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, SerializationError
 from ..models._base import LlmRequest, LlmResponse
+from ..models._request_key import request_key
 from ._base import BasePlugin
 
 if TYPE_CHECKING:
     from .._context import CallbackContext, InvocationContext
 
-__all__ = ["CacheStats", "ResponseCachePlugin", "request_key"]
+__all__ = ["CacheStats", "ResponseCachePlugin"]
 
 
 @attrs.frozen(kw_only=True)
@@ -50,38 +48,6 @@ class CacheStats:
 class _Entry:
     response: LlmResponse
     expires: float
-
-
-def request_key(request: LlmRequest) -> str:
-    """The cache key of ``request``: SHA-256 (hex) of its canonical JSON.
-
-    Raises:
-        TypeError, ValueError: the request holds a value that is not JSON.
-    """
-    payload = {
-        "model": request.model,
-        "system_instruction": request.system_instruction,
-        "contents": [_plain(c) for c in request.contents],
-        "tools": [_plain(t) for t in request.tools],
-        "generation_config": request.generation_config,
-        "response_schema": request.response_schema,
-    }
-    text = json.dumps(
-        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _plain(record: Any) -> Any:
-    return attrs.asdict(record, value_serializer=_json_ready)
-
-
-def _json_ready(instance: Any, field: Any, value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    return value
 
 
 class ResponseCachePlugin(BasePlugin):
@@ -113,6 +79,7 @@ class ResponseCachePlugin(BasePlugin):
         self._evictions = self._expirations = self._uncacheable = 0
 
     def stats(self) -> CacheStats:
+        """The counters so far and the current number of entries."""
         return CacheStats(
             hits=self._hits,
             misses=self._misses,
@@ -134,11 +101,11 @@ class ResponseCachePlugin(BasePlugin):
     # -- hooks -------------------------------------------------------------------------------------
 
     async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         try:
             key = request_key(llm_request)
-        except (TypeError, ValueError):
+        except SerializationError:
             self._uncacheable += 1
             return None
         entry = self._entries.get(key)
@@ -155,7 +122,7 @@ class ResponseCachePlugin(BasePlugin):
         return None
 
     async def after_model_callback(
-        self, *, callback_context: CallbackContext, llm_response: Any
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
     ) -> None:
         if getattr(llm_response, "partial", None):
             return  # streamed chunk: wait for the aggregate
@@ -164,7 +131,7 @@ class ResponseCachePlugin(BasePlugin):
             self._store(key, _without_call_ids(llm_response))
 
     async def on_model_error_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any, error: Exception
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
     ) -> None:
         self._take(callback_context)  # a recovery answer is not the model's: never stored
 

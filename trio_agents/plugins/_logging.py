@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from .._context import CallbackContext, InvocationContext
     from .._events import Event
     from ..agents._base import BaseAgent
+    from ..models._base import LlmRequest, LlmResponse
+    from ..tools._base import BaseTool, ToolContext
 
 __all__ = ["LoggingPlugin"]
 
@@ -144,7 +146,7 @@ class LoggingPlugin(BasePlugin):
     # -- model hooks -------------------------------------------------------------------------------
 
     async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> None:
         if self.logger.isEnabledFor(self.level):
             fields = _agent_fields(callback_context, callback_context.agent_name)
@@ -161,7 +163,7 @@ class LoggingPlugin(BasePlugin):
             self._emit(self.level, "before_model", fields)
 
     async def after_model_callback(
-        self, *, callback_context: CallbackContext, llm_response: Any
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
     ) -> None:
         if self.logger.isEnabledFor(self.level):
             fields = _agent_fields(callback_context, callback_context.agent_name)
@@ -177,7 +179,7 @@ class LoggingPlugin(BasePlugin):
             self._emit(self.level, "after_model", fields)
 
     async def on_model_error_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any, error: Exception
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
     ) -> None:
         if self.logger.isEnabledFor(self.error_level):
             fields = _agent_fields(callback_context, callback_context.agent_name)
@@ -188,7 +190,7 @@ class LoggingPlugin(BasePlugin):
     # -- tool hooks --------------------------------------------------------------------------------
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> None:
         if self.logger.isEnabledFor(self.level):
             fields = _tool_fields(tool, tool_context)
@@ -196,7 +198,7 @@ class LoggingPlugin(BasePlugin):
             self._emit(self.level, "before_tool", fields)
 
     async def after_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: dict[str, Any]
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: Any
     ) -> None:
         if self.logger.isEnabledFor(self.level):
             fields = _tool_fields(tool, tool_context)
@@ -206,7 +208,12 @@ class LoggingPlugin(BasePlugin):
             self._emit(self.level, "after_tool", fields)
 
     async def on_tool_error_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        error: Exception,
     ) -> None:
         if self.logger.isEnabledFor(self.error_level):
             fields = _tool_fields(tool, tool_context)
@@ -232,7 +239,7 @@ def _agent_fields(cc: CallbackContext, agent: str) -> Fields:
     return fields
 
 
-def _tool_fields(tool: Any, tool_context: Any) -> Fields:
+def _tool_fields(tool: Any, tool_context: ToolContext) -> Fields:
     fields = _agent_fields(tool_context, tool_context.agent_name)
     fields["tool"] = getattr(tool, "name", repr(tool))
     _put(fields, "call_id", getattr(tool_context, "function_call_id", None))

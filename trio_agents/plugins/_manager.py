@@ -17,6 +17,8 @@ from ._base import BasePlugin
 if TYPE_CHECKING:
     from .._context import CallbackContext, InvocationContext
     from ..agents._base import BaseAgent
+    from ..models._base import LlmRequest, LlmResponse
+    from ..tools._base import BaseTool, ToolContext
 
 __all__ = ["PluginManager"]
 
@@ -89,6 +91,7 @@ class PluginManager:
     # -- typed entry points used by the runtime ----------------------------------------------------
 
     async def on_user_message(self, ctx: InvocationContext, message: Content) -> Content | None:
+        """The first replacement of the user message (a ``Content``), or None."""
         return await self.first(
             "on_user_message_callback",
             lambda p: p.on_user_message_callback(invocation_context=ctx, user_message=message),
@@ -103,6 +106,7 @@ class PluginManager:
         return result if isinstance(result, Content) else None
 
     async def on_event(self, ctx: InvocationContext, event: Event) -> Event | None:
+        """The first replacement of ``event`` (an ``Event``), or None."""
         return await self.first(
             "on_event_callback",
             lambda p: p.on_event_callback(invocation_context=ctx, event=event),
@@ -110,47 +114,57 @@ class PluginManager:
         )
 
     async def after_run(self, ctx: InvocationContext) -> None:
+        """Notify every plugin that the run ended without an error."""
         await self.notify(
             "after_run_callback", lambda p: p.after_run_callback(invocation_context=ctx)
         )
 
     async def on_run_error(self, ctx: InvocationContext, error: Exception) -> None:
+        """Notify every plugin that the run failed with ``error``."""
         await self.notify(
             "on_run_error_callback",
             lambda p: p.on_run_error_callback(invocation_context=ctx, error=error),
         )
 
     async def before_agent(self, agent: BaseAgent, cc: CallbackContext) -> Content | None:
+        """The first answer that replaces running ``agent``, or None."""
         return await self.first(
             "before_agent_callback",
             lambda p: p.before_agent_callback(agent=agent, callback_context=cc),
         )
 
     async def after_agent(self, agent: BaseAgent, cc: CallbackContext) -> Content | None:
+        """The first extra answer after ``agent`` ran, or None."""
         return await self.first(
             "after_agent_callback",
             lambda p: p.after_agent_callback(agent=agent, callback_context=cc),
         )
 
     async def on_agent_error(self, agent: BaseAgent, cc: CallbackContext, error: Exception) -> None:
+        """Notify every plugin that ``agent`` raised ``error``."""
         await self.notify(
             "on_agent_error_callback",
             lambda p: p.on_agent_error_callback(agent=agent, callback_context=cc, error=error),
         )
 
-    async def before_model(self, cc: CallbackContext, request: Any) -> Any:
+    async def before_model(self, cc: CallbackContext, request: LlmRequest) -> LlmResponse | None:
+        """The first answer that replaces calling the model, or None."""
         return await self.first(
             "before_model_callback",
             lambda p: p.before_model_callback(callback_context=cc, llm_request=request),
         )
 
-    async def after_model(self, cc: CallbackContext, response: Any) -> Any:
+    async def after_model(self, cc: CallbackContext, response: LlmResponse) -> LlmResponse | None:
+        """The first replacement of the model's ``response``, or None."""
         return await self.first(
             "after_model_callback",
             lambda p: p.after_model_callback(callback_context=cc, llm_response=response),
         )
 
-    async def on_model_error(self, cc: CallbackContext, request: Any, error: Exception) -> Any:
+    async def on_model_error(
+        self, cc: CallbackContext, request: LlmRequest, error: Exception
+    ) -> LlmResponse | None:
+        """The first answer that recovers from the model's ``error``, or None."""
         return await self.first(
             "on_model_error_callback",
             lambda p: p.on_model_error_callback(
@@ -158,13 +172,19 @@ class PluginManager:
             ),
         )
 
-    async def before_tool(self, tool: Any, args: dict[str, Any], tc: Any) -> Any:
+    async def before_tool(
+        self, tool: BaseTool, args: dict[str, Any], tc: ToolContext
+    ) -> dict[str, Any] | None:
+        """The first result that replaces running ``tool``, or None."""
         return await self.first(
             "before_tool_callback",
             lambda p: p.before_tool_callback(tool=tool, tool_args=args, tool_context=tc),
         )
 
-    async def after_tool(self, tool: Any, args: dict[str, Any], tc: Any, result: Any) -> Any:
+    async def after_tool(
+        self, tool: BaseTool, args: dict[str, Any], tc: ToolContext, result: Any
+    ) -> dict[str, Any] | None:
+        """The first replacement of the tool's ``result``, or None."""
         return await self.first(
             "after_tool_callback",
             lambda p: p.after_tool_callback(
@@ -173,8 +193,9 @@ class PluginManager:
         )
 
     async def on_tool_error(
-        self, tool: Any, args: dict[str, Any], tc: Any, error: Exception
-    ) -> Any:
+        self, tool: BaseTool, args: dict[str, Any], tc: ToolContext, error: Exception
+    ) -> dict[str, Any] | None:
+        """The first result that recovers from the tool's ``error``, or None."""
         return await self.first(
             "on_tool_error_callback",
             lambda p: p.on_tool_error_callback(

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from .._context import CallbackContext, InvocationContext
     from .._events import Event
     from ..agents._base import BaseAgent
+    from ..models._base import LlmRequest, LlmResponse
+    from ..tools._base import BaseTool, ToolContext
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -362,7 +364,7 @@ class MetricsPlugin(BasePlugin):
     # -- model hooks -------------------------------------------------------------------------------
 
     async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> None:
         live = self._inv(callback_context.invocation_id)
         model = getattr(llm_request, "model", None) or "unknown"
@@ -371,7 +373,7 @@ class MetricsPlugin(BasePlugin):
         )
 
     async def after_model_callback(
-        self, *, callback_context: CallbackContext, llm_response: Any
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
     ) -> None:
         if getattr(llm_response, "partial", None):
             return
@@ -390,7 +392,7 @@ class MetricsPlugin(BasePlugin):
                     _bump(self._tokens, TokenKey(agent, model, kind), value)
 
     async def on_model_error_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any, error: Exception
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
     ) -> None:
         live = self._live.get(callback_context.invocation_id)
         call = live.models.get(id(callback_context)) if live is not None else None
@@ -402,7 +404,7 @@ class MetricsPlugin(BasePlugin):
     # -- tool hooks --------------------------------------------------------------------------------
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> None:
         live = self._inv(tool_context.invocation_id)
         live.tools[id(tool_context)] = _Call(
@@ -410,7 +412,7 @@ class MetricsPlugin(BasePlugin):
         )
 
     async def after_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: dict[str, Any]
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: Any
     ) -> None:
         live = self._live.get(tool_context.invocation_id)
         call = live.tools.pop(id(tool_context), None) if live is not None else None
@@ -422,7 +424,12 @@ class MetricsPlugin(BasePlugin):
         self._end_tool(call, trio.current_time(), status)
 
     async def on_tool_error_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        error: Exception,
     ) -> None:
         self._error("tool", tool.name, error)
         live = self._live.get(tool_context.invocation_id)

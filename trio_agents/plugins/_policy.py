@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import attrs
 
 from .._errors import ConfigurationError
 from ._base import BasePlugin
+
+if TYPE_CHECKING:
+    from ..tools._base import BaseTool, ToolContext
 
 __all__ = ["Denial", "ToolPolicyPlugin", "ToolRule", "allow", "deny"]
 
@@ -42,6 +45,7 @@ class ToolRule:
     reason: str = ""
 
     def matches(self, *, tool: str, agent: str, user: str) -> bool:
+        """Whether the rule's three patterns all match this call."""
         return (
             fnmatch.fnmatchcase(tool, self.tool)
             and fnmatch.fnmatchcase(agent, self.agent)
@@ -98,6 +102,7 @@ class ToolPolicyPlugin(BasePlugin):
         return None
 
     def allows(self, *, tool: str, agent: str, user: str) -> bool:
+        """Whether the call is allowed: by the first matching rule, else by ``default``."""
         rule = self.decide(tool=tool, agent=agent, user=user)
         return (rule.effect if rule is not None else self.default) == "allow"
 
@@ -112,7 +117,7 @@ class ToolPolicyPlugin(BasePlugin):
         return sum(self._denials.values())
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         name = getattr(tool, "name", "")
         agent = tool_context.agent_name

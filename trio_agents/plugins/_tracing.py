@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .._context import CallbackContext, InvocationContext
     from .._events import Event
     from ..agents._base import BaseAgent
+    from ..models._base import LlmRequest, LlmResponse
+    from ..tools._base import BaseTool, ToolContext
 
 __all__ = ["TracingPlugin"]
 
@@ -281,7 +283,7 @@ class TracingPlugin(BasePlugin):
     # -- model hooks -------------------------------------------------------------------------------
 
     async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> None:
         trace = self._trace_of(callback_context)
         agent, branch = callback_context.agent_name, callback_context.branch
@@ -309,7 +311,7 @@ class TracingPlugin(BasePlugin):
         trace.models[id(callback_context)] = call
 
     async def after_model_callback(
-        self, *, callback_context: CallbackContext, llm_response: Any
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
     ) -> None:
         trace = self._live.get(callback_context.invocation_id)
         call = trace.models.get(id(callback_context)) if trace is not None else None
@@ -340,7 +342,7 @@ class TracingPlugin(BasePlugin):
         span.end()
 
     async def on_model_error_callback(
-        self, *, callback_context: CallbackContext, llm_request: Any, error: Exception
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
     ) -> None:
         trace = self._live.get(callback_context.invocation_id)
         call = trace.models.get(id(callback_context)) if trace is not None else None
@@ -352,7 +354,7 @@ class TracingPlugin(BasePlugin):
     # -- tool hooks --------------------------------------------------------------------------------
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> None:
         trace = self._trace(tool_context.invocation_context)
         agent, branch = tool_context.agent_name, tool_context.branch
@@ -377,7 +379,7 @@ class TracingPlugin(BasePlugin):
         trace.tools[id(tool_context)] = call
 
     async def after_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: dict[str, Any]
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: Any
     ) -> None:
         trace = self._live.get(tool_context.invocation_id)
         call = trace.tools.pop(id(tool_context), None) if trace is not None else None
@@ -389,7 +391,12 @@ class TracingPlugin(BasePlugin):
         call.span.end()
 
     async def on_tool_error_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        error: Exception,
     ) -> None:
         trace = self._live.get(tool_context.invocation_id)
         call = trace.tools.get(id(tool_context)) if trace is not None else None

@@ -55,6 +55,7 @@ artifact deltas) and cancel the run in flight.
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._adk_ui import adk_ui_routes as adk_ui_routes
 from ._app import (
     DEFAULT_BODY_READ_TIMEOUT as DEFAULT_BODY_READ_TIMEOUT,
@@ -79,3 +80,5 @@ __all__ = [
     "serve",
     "ui_routes",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
 
 import trio
 from starlette.applications import Starlette
@@ -18,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 from .._errors import ConfigurationError, SerializationError
 from ..agents import BaseAgent
 from ..artifacts import ArtifactService, InMemoryArtifactService
+from ..memory import MemoryService
 from ..plugins import BasePlugin
 from ..sessions import SessionService
 from ._core import ServerCore
@@ -52,7 +52,7 @@ def create_app(
     *,
     session_service: SessionService,
     artifact_service: ArtifactService | None = None,
-    memory_service: Any = None,
+    memory_service: MemoryService | None = None,
     plugins: Sequence[BasePlugin] = (),
     auth_token: str | None = None,
     cors_origins: Sequence[str] = (),

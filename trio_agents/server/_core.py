@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import trio
 
@@ -13,6 +12,7 @@ from .._runner import Runner
 from ..agents import BaseAgent
 from ..agents._models import models_in_use
 from ..artifacts import ArtifactService
+from ..memory import MemoryService
 from ..plugins import BasePlugin
 from ..plugins._manager import PluginManager
 from ..sessions import SessionService
@@ -39,7 +39,7 @@ class ServerCore:
         *,
         session_service: SessionService,
         artifact_service: ArtifactService,
-        memory_service: Any,
+        memory_service: MemoryService | None,
         plugins: Sequence[BasePlugin],
         max_detached_runs: int,
         cleanup_timeout: float,

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._errors import SerializationError, SessionBusyError
+from .._errors import ConfigurationError, SerializationError, SessionBusyError
 from .._serde import check_storable, deeper_stack, dumps, loads, structure
 from ..sessions import Session
 
@@ -314,7 +314,7 @@ class BearerAuth:
 
     def __init__(self, app: ASGIApp, *, token: str, open_paths: Collection[str] = ()) -> None:
         if not token:
-            raise ValueError("the bearer token must not be empty")
+            raise ConfigurationError("the bearer token must not be empty")
         self.app = app
         self._token = token.encode()
         self._open = frozenset(p for p in open_paths if not p.endswith("*"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._exports import publish as _publish, publish_one as _publish_one
 from ._base import (
     EventLog as EventLog,
     GetSessionConfig as GetSessionConfig,
@@ -29,12 +30,15 @@ __all__ = [
     "SqliteSessionService",
 ]
 
+_publish(__name__, globals(), __all__)
+
 
 def __getattr__(name: str) -> Any:
     if name != "PostgresSessionService":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from ._postgres import PostgresSessionService
 
+    _publish_one(__name__, PostgresSessionService)
     globals()[name] = PostgresSessionService
     return PostgresSessionService
 

@@ -10,7 +10,7 @@ from typing import Any, overload
 import attrs
 import trio
 
-from .._errors import SerializationError, SessionBusyError
+from .._errors import ConfigurationError, SerializationError, SessionBusyError
 from .._events import Event
 from .._serde import check_text
 from .._state import TEMP_PREFIX, check_state_delta, strip_temp
@@ -104,7 +104,7 @@ class GetSessionConfig:
     @num_recent_events.validator
     def _check(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
         if value is not None and value < 0:
-            raise ValueError(f"num_recent_events must be >= 0, got {value}")
+            raise ConfigurationError(f"num_recent_events must be >= 0, got {value}")
 
 
 def _event_log(value: Iterable[Event] | EventLog) -> EventLog:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._events import Event
 from ._base import EventLog, GetSessionConfig
 
@@ -90,7 +91,7 @@ class EventCache:
 
     def __init__(self, capacity: int = DEFAULT_CACHED_SESSIONS) -> None:
         if capacity < 0:
-            raise ValueError(f"the cache capacity must be >= 0, got {capacity}")
+            raise ConfigurationError(f"the cache capacity must be >= 0, got {capacity}")
         self.capacity = capacity
         self._entries: OrderedDict[Key, Loaded] = OrderedDict()
 

@@ -31,6 +31,8 @@ Random applications (drawn by :func:`trio_agents.testing.strategies.applications
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
+from ..models._request_key import request_key as request_key
 from ._agents import (
     InjectedError as InjectedError,
     ScriptedAgent as ScriptedAgent,
@@ -61,7 +63,6 @@ from ._replay import (
     RecordingModel as RecordingModel,
     ReplayMissError as ReplayMissError,
     ReplayModel as ReplayModel,
-    request_key as request_key,
 )
 from ._runs import (
     Collected as Collected,
@@ -110,3 +111,5 @@ __all__ = [
     "scheduler_seed",
     "sequential_ids",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -92,9 +92,11 @@ class Trace:
     violations: list[str] = attrs.field(factory=list)
 
     def received(self, event: Event) -> None:
+        """Report that the consumer received ``event``."""
         self.delivered_ids.add(event.id)
 
     def reset(self) -> None:
+        """Forget every observation, for a new run."""
         self.delivered_ids.clear()
         self.running = 0
         self.runs.clear()

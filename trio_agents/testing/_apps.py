@@ -108,6 +108,7 @@ class Application:
 
     @property
     def run_config(self) -> RunConfig:
+        """The configuration to run the application with (streamed or not)."""
         mode = StreamingMode.SSE if self.streaming else StreamingMode.NONE
         return RunConfig(streaming_mode=mode)
 

@@ -121,6 +121,7 @@ class PlannedModel(ScriptedModel):
         self.turns_started = 0
 
     def reset(self) -> None:
+        """Start the plan over and forget the requests seen."""
         self.turns_started = 0
         self.requests.clear()
 

@@ -61,6 +61,7 @@ class PerturbedTiming(trio.abc.Instrument):
         return f"PerturbedTiming(seed={self.seed}, spread={self.spread})"
 
     def before_run(self) -> None:
+        """Trio instrument hook: perturb the deadlines of the run about to start."""
         perturb_deadlines(self.seed, self.spread)
 
 

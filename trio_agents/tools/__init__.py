@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._agent_tool import AgentTool as AgentTool
 from ._base import BaseTool as BaseTool, ToolContext as ToolContext
 from ._exit_loop import exit_loop as exit_loop
@@ -34,3 +35,5 @@ __all__ = [
     "load_memory",
     "preload_memory",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._content import Content, Part
+from .._errors import ConfigurationError
 from .._events import Event
 from ..artifacts._base import ArtifactService
 from ..models._base import FunctionDeclaration
@@ -154,7 +155,10 @@ class _ForwardingArtifacts(ArtifactService):
         ctx = self.tool_context.invocation_context
         session = ctx.session
         ids = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
-        return ctx.artifact_service, ids
+        service: Any = ctx.artifact_service  # typed on the context once the runner types it
+        if service is None:
+            raise ConfigurationError("Artifact service is not initialized.")
+        return service, ids
 
     async def save_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part

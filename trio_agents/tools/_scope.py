@@ -37,12 +37,14 @@ class ToolsetScope:
 
     @property
     def nursery(self) -> trio.Nursery:
+        """The nursery toolsets start their connection tasks in (only while open)."""
         if self._nursery is None:
             raise RuntimeError("the toolset scope is not open")
         return self._nursery
 
     @property
     def is_open(self) -> bool:
+        """Whether the scope is open (its nursery accepts tasks)."""
         return self._nursery is not None
 
     def on_close(self, closer: Callable[[], None]) -> None:

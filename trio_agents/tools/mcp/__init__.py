@@ -16,6 +16,8 @@ An ADK user changes only imports::
 
 from __future__ import annotations
 
+from ..._exports import publish as _publish
+
 try:
     from mcp import StdioServerParameters as StdioServerParameters
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -39,3 +41,5 @@ __all__ = [
     "StdioServerParameters",
     "StreamableHTTPConnectionParams",
 ]
+
+_publish(__name__, globals(), __all__)
