@@ -368,6 +368,30 @@ async def test_consumer_leaving_early_cancels_the_run_and_after_run_still_happen
     assert [e.text for e in (await stored_events(runner, sid))[1:]] == ["1"]
 
 
+@pytest.mark.parametrize("agent_first", [True, False])
+async def test_an_agent_failure_is_not_lost_when_an_outer_scope_cancels_the_consumer(
+    agent_first: bool,
+) -> None:
+    """The consumer's block is cancelled from outside while the agent fails: the failure still
+    leaves the block (a cancel scope catches only cancellations), its error event is stored."""
+    counter = Counter()
+    agent = Scripted(name="a", events=(Event(content=text("one")),), error=RuntimeError("boom"))
+    runner = InMemoryRunner(agent, plugins=[counter])
+    sid = await new_session(runner)
+    with pytest.raises(RuntimeError, match="boom"):
+        with trio.CancelScope() as outer:
+            async with runner.run(user_id="u", session_id=sid, new_message="hi") as events:
+                await events.receive()
+                if agent_first:
+                    await trio.testing.wait_all_tasks_blocked()  # the agent raises first
+                outer.cancel()
+                await trio.sleep_forever()
+    assert counter.after_runs == 0
+    assert [str(e) for e in counter.run_errors] == ["boom"]
+    stored = await stored_events(runner, sid)
+    assert stored[-1].error_code == "RuntimeError"
+
+
 async def test_cancel_from_another_task_closes_dangling_calls() -> None:
     counter = Counter()
     call = Event(

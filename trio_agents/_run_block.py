@@ -141,16 +141,13 @@ class RunBlock:
         if channel.sending:  # the agents still run (cancel() is not free: skip it if not)
             inv.cancel_scope.cancel(reason="the consumer left the run block")
             channel.close_receive()
+        body_failure: BaseExceptionGroup[BaseException] | None = None
+        suppress = False
         try:
             tb = None if exc is None else exc.__traceback__
             suppress = bool(await self._nursery.__aexit__(type(exc) if exc else None, exc, tb))
         except BaseExceptionGroup as group:
-            failure = without_cancelled(group)
-            if failure is group:
-                raise
-            if failure is exc:
-                return False  # the body's own failure goes on as it was raised
-            raise failure from failure.__cause__
+            body_failure = group
         finally:
             self._stream.close()
             if inv.open_calls:  # the aftermath timed out, or a commit raced with its end
@@ -160,12 +157,7 @@ class RunBlock:
                 with trio.move_on_after(runner.cleanup_timeout, shield=True):
                     await self._after_run(inv)
             inv.root_ctx = None  # no cycle left: the invocation is freed without the cyclic GC
-        if inv.agent_failure is not None:
-            if exc is not None and not suppress:
-                exc.add_note(f"the run also failed: {inv.agent_failure!r}")
-                return False
-            raise inv.agent_failure
-        return suppress
+        return _outcome(exc, suppress, body_failure, inv.agent_failure)
 
     async def _append_user_event(self, inv: Invocation, ctx: InvocationContext) -> None:
         message = self._message
@@ -192,6 +184,32 @@ class RunBlock:
         except PluginError as exc:
             await inv.notify_run_error(self._ctx, exc)
             raise
+
+
+def _outcome(
+    exc: BaseException | None,
+    suppress: bool,
+    body_failure: BaseExceptionGroup[BaseException] | None,
+    agent_failure: Exception | None,
+) -> bool:
+    """What leaves the run block: the agents' failure and the body's, cancellations dropped.
+
+    A lone failure keeps its type (the body's own exception goes on as it was raised); the
+    agents' failure and the body's together leave as one group; cancellations alone go on as
+    they were (an outer scope catches them), unless the agents failed too.
+    """
+    if body_failure is None:
+        if agent_failure is None or (exc is not None and not suppress):
+            return suppress
+        raise agent_failure
+    members = [body_failure] if agent_failure is None else [body_failure, agent_failure]
+    combined = BaseExceptionGroup("the run failed", members)
+    failure = without_cancelled(combined)
+    if failure is combined:
+        raise body_failure  # nothing but cancellations
+    if failure is exc:
+        return False  # the body's own failure goes on as it was raised
+    raise failure from failure.__cause__
 
 
 async def _read_session(service: SessionService, **where: Any) -> Session | None:

@@ -37,18 +37,16 @@ from .._errors import (
     StoreUnavailableError,
 )
 from .._events import Event
-from .._ids import new_session_id, now
-from .._serde import check_event, load_stored
-from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from .._serde import load_stored
+from .._state import merged_state, split_state_delta
+from ._base import EventLog, GetSessionConfig, Session
 from ._event_cache import (
     DEFAULT_CACHED_SESSIONS,
     EventCache,
     Fresh,
-    needs_window,
     read_fresh,
-    windowed,
 )
+from ._sql import Job, Scopes, SqlSessionService
 
 try:
     import psycopg
@@ -91,7 +89,7 @@ DEFAULT_MAX_LOCK_CONNECTIONS = 50
 """Runs one service may hold a PostgreSQL lock for at once (each on a connection of its own)."""
 
 
-class PostgresSessionService(SessionService):
+class PostgresSessionService(SqlSessionService):
     """Sessions in the PostgreSQL database at ``dsn``.
 
     Tables ``trio_agents_*`` are created (or migrated) in the connection's current schema on
@@ -150,8 +148,9 @@ class PostgresSessionService(SessionService):
 
     # -- running queries --------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[Any], T]) -> T:
-        """``fn(connection)`` in one transaction on a pooled connection, in a worker thread."""
+    async def _run(self, fn: Job[T], *, batched: bool = False) -> T:
+        """``fn(connection)`` in one transaction on a pooled connection, in a worker thread
+        (appends are not batched: each has its own transaction)."""
         await self._ensure_open()
         async with self._slots:
             take = functools.partial(_from_pool, self._pool)
@@ -174,58 +173,34 @@ class PostgresSessionService(SessionService):
         with psycopg.connect(self.dsn) as conn, conn.transaction():
             return _migrate(conn)
 
-    # -- sessions ---------------------------------------------------------------------------
+    # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
-    async def create_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        state: Mapping[str, Any] | None = None,
-        session_id: str | None = None,
-    ) -> Session:
-        self._check_new(app_name, user_id, session_id, state)
-        sid = (session_id or "").strip() or new_session_id()
-        app, user, own = split_state_delta(state or {})
-        stamp = now()
+    def _create_job(self, key: Key, scopes: Scopes, stamp: float) -> Job[Session | None]:
+        app, user, own = scopes
 
         def create(conn: Any) -> Session | None:
             inserted = conn.execute(
                 "INSERT INTO trio_agents_sessions VALUES (%s, %s, %s, %s, 0, %s, %s)"
                 " ON CONFLICT DO NOTHING",
-                (app_name, user_id, sid, json.dumps(own), stamp, stamp),
+                (*key, json.dumps(own), stamp, stamp),
             ).rowcount
             if not inserted:
-                raise SessionExistsError(sid)
-            _merge_scopes(conn, app_name, user_id, app, user)
-            return _read_session(conn, (app_name, user_id, sid), None)
+                raise SessionExistsError(key[2])
+            _merge_scopes(conn, key[0], key[1], app, user)
+            return _read_session(conn, key, None)
 
-        session = await self._run(create)
-        assert session is not None
-        self._cache.discard((app_name, user_id, sid))  # left by a deleted namesake
-        return session
+        return create
 
-    async def get_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        config: GetSessionConfig | None = None,
-    ) -> Session | None:
-        key = (app_name, user_id, session_id)
-        base = self._cache.get(key)
-        if not self._cache.capacity or (base is None and needs_window(config)):
-            return await self._run(lambda conn: _read_session(conn, key, config))
-        cursor, known = (0, 0) if base is None else (base.cursor, base.count)
-        found = await self._run(lambda conn: _read_since(conn, key, cursor, known))
-        if found is None:
-            self._cache.discard(key)
-            return None
-        row, fresh = found
-        return _session(key[0], *row, events=windowed(self._cache.merge(key, base, fresh), config))
+    def _read_job(self, key: Key, config: GetSessionConfig | None) -> Job[Session | None]:
+        return lambda conn: _read_session(conn, key, config)
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+    def _read_since_job(self, key: Key, cursor: int, known: int) -> Job[tuple[Any, Fresh] | None]:
+        return lambda conn: _read_since(conn, key, cursor, known)
+
+    def _session_of(self, key: Key, row: Any, events: EventLog) -> Session:
+        return _session(key[0], *row, events=events)
+
+    def _list_job(self, app_name: str, user_id: str | None) -> Job[list[Session]]:
         def read(conn: Any) -> list[Session]:
             rows = conn.execute(
                 f"{_SESSION_QUERY} WHERE s.app_name = %s AND (%s::text IS NULL OR s.user_id = %s)"
@@ -234,11 +209,9 @@ class PostgresSessionService(SessionService):
             ).fetchall()
             return [_session(app_name, *row, events=EventLog()) for row in rows]
 
-        return await self._run(read)
+        return read
 
-    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        key = (app_name, user_id, session_id)
-
+    def _delete_job(self, key: Key) -> Job[None]:
         def delete(conn: Any) -> None:
             # The session row first: it waits for an append in flight (which holds the row), so
             # the events statement, with a snapshot of its own, then sees that append's event too.
@@ -250,27 +223,14 @@ class PostgresSessionService(SessionService):
                 key,
             )
 
-        await self._run(delete)
-        self._cache.discard(key)
+        return delete
 
-    async def append_event(self, session: Session, event: Event) -> Event:
-        if event.partial:
-            await trio.lowlevel.checkpoint()
-            return event
-        check_event(event, delta=False)  # the delta is checked below
-        delta = event.actions.state_delta
-        check_state_delta(delta)
-        stored = strip_temp(delta)
-        if stored is not None:
-            event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
-        body = event.to_json()
-        key = (session.app_name, session.user_id, session.id)
-        revision = session.revision  # the snapshot as of this call, whatever happens meanwhile
-        await self._run(lambda conn: _append(conn, key, revision, event, body))
-        if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
-            session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
-        self._apply_to_snapshot(session, event, revision + 1)
-        return event
+    def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
+        def append(conn: Any) -> int:
+            _append(conn, key, revision, event, body)
+            return revision + 1
+
+        return append
 
     # -- exclusivity across processes --------------------------------------------------------
 

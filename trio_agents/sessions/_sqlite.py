@@ -20,11 +20,10 @@ import functools
 import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Self, TypeVar
 
-import attrs
 import trio
 
 from .._errors import (
@@ -35,20 +34,18 @@ from .._errors import (
     StaleSessionError,
 )
 from .._events import Event
-from .._ids import new_session_id, now
-from .._serde import check_event, load_stored
+from .._serde import load_stored
 from .._sqlite_thread import SqliteThread
-from .._state import TEMP_PREFIX, check_state_delta, merged_state, split_state_delta, strip_temp
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from .._state import merged_state, split_state_delta
+from ._base import EventLog, GetSessionConfig, Session
 from ._event_cache import (
     DEFAULT_CACHED_SESSIONS,
     EventCache,
     Fresh,
-    needs_window,
     read_fresh,
-    windowed,
 )
 from ._lockfile import lock_path, try_lock, unlock
+from ._sql import Job, Scopes, SqlSessionService
 from ._sqlite_schema import connection_setup, is_busy
 
 __all__ = ["SqliteSessionService"]
@@ -59,7 +56,7 @@ Key = tuple[str, str, str]
 """(app_name, user_id, session_id)."""
 
 
-class SqliteSessionService(SessionService):
+class SqliteSessionService(SqlSessionService):
     """Sessions in the SQLite file at ``path`` (created when missing), safe to share between
     processes on one machine.
 
@@ -119,7 +116,7 @@ class SqliteSessionService(SessionService):
         with trio.CancelScope(shield=True):
             await self.aclose()
 
-    async def _run(self, job: Callable[[sqlite3.Connection], T], *, batched: bool = False) -> T:
+    async def _run(self, job: Job[T], *, batched: bool = False) -> T:
         """Run ``job`` (one transaction, or with ``batched`` a part of one shared with the
         appends queued beside it) on the connection's thread, retrying while locked."""
         deadline = trio.current_time() + self.busy_timeout
@@ -135,74 +132,32 @@ class SqliteSessionService(SessionService):
                     raise
             await trio.lowlevel.checkpoint()  # the job changed nothing; a cancelled caller leaves
 
-    # -- sessions ---------------------------------------------------------------------------
+    # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
-    async def create_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        state: Mapping[str, Any] | None = None,
-        session_id: str | None = None,
-    ) -> Session:
-        self._check_new(app_name, user_id, session_id, state)
-        key = (app_name, user_id, (session_id or "").strip() or new_session_id())
-        scopes = split_state_delta(state or {})
-        session = await self._run(functools.partial(_create, key=key, scopes=scopes, stamp=now()))
-        assert session is not None
-        self._cache.discard(key)  # left by a deleted namesake (which the next read would notice)
-        return session
+    def _create_job(self, key: Key, scopes: Scopes, stamp: float) -> Job[Session | None]:
+        return functools.partial(_create, key=key, scopes=scopes, stamp=stamp)
 
-    async def get_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        config: GetSessionConfig | None = None,
-    ) -> Session | None:
-        key = (app_name, user_id, session_id)
-        base = self._cache.get(key)
-        if not self._cache.capacity or (base is None and needs_window(config)):
-            return await self._run(functools.partial(_get, key=key, config=config))
-        cursor, known = (0, 0) if base is None else (base.cursor, base.count)
-        found = await self._run(functools.partial(_get_since, key=key, cursor=cursor, known=known))
-        if found is None:
-            self._cache.discard(key)
-            return None
-        row, fresh = found
-        return _session(key, row, windowed(self._cache.merge(key, base, fresh), config))
+    def _read_job(self, key: Key, config: GetSessionConfig | None) -> Job[Session | None]:
+        return functools.partial(_get, key=key, config=config)
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
-        return await self._run(functools.partial(_list, app_name=app_name, user_id=user_id))
+    def _read_since_job(self, key: Key, cursor: int, known: int) -> Job[tuple[Any, Fresh] | None]:
+        return functools.partial(_get_since, key=key, cursor=cursor, known=known)
 
-    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        key = (app_name, user_id, session_id)
-        await self._run(functools.partial(_delete, key=key))
-        self._cache.discard(key)
+    def _session_of(self, key: Key, row: Any, events: EventLog) -> Session:
+        return _session(key, row, events)
 
-    async def append_event(self, session: Session, event: Event) -> Event:
-        if event.partial:
-            await trio.lowlevel.checkpoint()
-            return event
-        check_event(event, delta=False)  # the delta is checked below
-        delta = event.actions.state_delta
-        check_state_delta(delta)
-        stored = strip_temp(delta)
-        if stored is not None:
-            event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
-        job = functools.partial(
-            _append_in_transaction,
-            key=(session.app_name, session.user_id, session.id),
-            revision=session.revision,  # read here, not on the thread: one snapshot, one check
-            event=event,
-            body=event.to_json(),
+    def _list_job(self, app_name: str, user_id: str | None) -> Job[list[Session]]:
+        return functools.partial(_list, app_name=app_name, user_id=user_id)
+
+    def _delete_job(self, key: Key) -> Job[None]:
+        return functools.partial(_delete, key=key)
+
+    def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
+        # Runs inside the transaction the connection's thread opens for a batch of appends
+        # (group commit, see _sqlite_thread).
+        return functools.partial(
+            _append_in_transaction, key=key, revision=revision, event=event, body=body
         )
-        revision = await self._run(job, batched=True)  # group commit (see _sqlite_thread)
-        if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
-            session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
-        self._apply_to_snapshot(session, event, revision)
-        return event
 
     # -- exclusivity across processes --------------------------------------------------------
 
