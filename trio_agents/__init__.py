@@ -10,6 +10,7 @@ import contextlib
 
 import attrs
 
+from ._app import App as App, ResumabilityConfig as ResumabilityConfig
 from ._content import (
     Blob as Blob,
     CodeExecutionResult as CodeExecutionResult,
@@ -60,6 +61,7 @@ from ._runner import (
     StreamingMode as StreamingMode,
 )
 from ._state import State as State
+from ._tool_confirmation import ToolConfirmation as ToolConfirmation
 from ._version import __version__ as __version__
 from .agents import (
     Agent as Agent,
@@ -76,6 +78,7 @@ __all__ = [
     "Agent",
     "AgentTimeoutError",
     "AgentTransferError",
+    "App",
     "ArtifactNotFoundError",
     "BaseAgent",
     "Blob",
@@ -106,6 +109,7 @@ __all__ = [
     "Part",
     "PluginError",
     "ReadonlyContext",
+    "ResumabilityConfig",
     "RunConfig",
     "RunStream",
     "Runner",
@@ -120,6 +124,7 @@ __all__ = [
     "State",
     "StreamingMode",
     "TemplateKeyError",
+    "ToolConfirmation",
     "ToolContext",
     "ToolError",
     "ToolsetError",
