@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
 import attrs
 
 from ._errors import ConfigurationError

@@ -147,7 +147,9 @@ class EventActionsDraft:
             end_of_agent=(
                 actions.end_of_agent if actions.end_of_agent is not None else self.end_of_agent
             ),
-            agent_state=actions.agent_state if actions.agent_state is not None else self.agent_state,
+            agent_state=actions.agent_state
+            if actions.agent_state is not None
+            else self.agent_state,
         )
 
 

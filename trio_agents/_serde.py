@@ -285,9 +285,7 @@ def _confirmations(raw: Any, where: str) -> dict[str, ToolConfirmation]:
                 f"{at}: expected a str 'hint' and a bool 'confirmed', got {dict(item)!r:.80}",
                 path=at,
             )
-        out[call_id] = ToolConfirmation(
-            hint=hint, confirmed=confirmed, payload=item.get("payload")
-        )
+        out[call_id] = ToolConfirmation(hint=hint, confirmed=confirmed, payload=item.get("payload"))
     return out
 
 

@@ -49,7 +49,9 @@ def request_event(ctx: InvocationContext, calls: Sequence[FunctionCall], respons
         author=ctx.agent.name,
         branch=ctx.branch,
         content=Content(role="model", parts=parts),
-        long_running_tool_ids=[p.function_call.id for p in parts if p.function_call and p.function_call.id],
+        long_running_tool_ids=[
+            p.function_call.id for p in parts if p.function_call and p.function_call.id
+        ],
     )
 
 
@@ -69,7 +71,9 @@ async def emit_responses(
         return await ctx.emit(response)
     waiting = response.actions.requested_tool_confirmations
     if any(r.id not in waiting for r in response.get_function_responses()):
-        settled = replace(response, {"actions": replace(response.actions, {"skip_summarization": None})})
+        settled = replace(
+            response, {"actions": replace(response.actions, {"skip_summarization": None})}
+        )
         await ctx.emit(settled)
         return await ctx.emit(request)
     await ctx.emit(request)
@@ -95,7 +99,11 @@ def confirmation_answers(
         if not answered_here:
             rerun.update(r.id for r in event.get_function_responses() if r.id)
         for call in event.get_function_calls():
-            if call.id in answers and call.name == REQUEST_CONFIRMATION and event.author == agent.name:
+            if (
+                call.id in answers
+                and call.name == REQUEST_CONFIRMATION
+                and event.author == agent.name
+            ):
                 original = call.args.get("originalFunctionCall")
                 if isinstance(original, dict) and isinstance(original.get("id"), str):
                     requests[call.id] = original["id"]

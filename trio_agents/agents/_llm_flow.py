@@ -26,8 +26,8 @@ from .._ids import new_function_call_id
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
-from ._instructions import inject_session_state
 from ._confirmations import confirmation_answers
+from ._instructions import inject_session_state
 from ._llm import LlmAgent
 from ._llm_contents import history_for
 from ._llm_tools import run_function_calls
