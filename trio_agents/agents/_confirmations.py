@@ -9,7 +9,7 @@ set, before it calls the model again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .._content import Content, FunctionCall, FunctionResponse, Part
@@ -89,47 +89,53 @@ def confirmation_answers(
     answers = _answers(content) if content is not None else {}
     if not answers:
         return [], {}
-    requests: dict[str, str] = {}  # request call id -> original call id
-    originals: dict[str, FunctionCall] = {}
-    rerun: set[str] = set()  # original calls already answered since the user's answer
-    answered_here = False
-    for event in reversed(ctx.session.events):
-        if event.author == "user" and any(r.id in answers for r in event.get_function_responses()):
-            answered_here = True
-        if not answered_here:
-            rerun.update(r.id for r in event.get_function_responses() if r.id)
-        for call in event.get_function_calls():
-            if (
-                call.id in answers
-                and call.name == REQUEST_CONFIRMATION
-                and event.author == agent.name
-            ):
-                original = call.args.get("originalFunctionCall")
-                if isinstance(original, dict) and isinstance(original.get("id"), str):
-                    requests[call.id] = original["id"]
-            elif call.id is not None and call.name != REQUEST_CONFIRMATION:
-                originals.setdefault(call.id, call)
-        if len(requests) == len(answers) and all(i in originals for i in requests.values()):
-            break
+    requests, originals, rerun = _scan(agent, ctx.session.events, answers)
     calls: list[FunctionCall] = []
     confirmations: dict[str, ToolConfirmation] = {}
-    for request_id in answers:
-        original_id = requests.get(str(request_id))
-        if original_id is None:
-            continue
-        call = originals.get(original_id)
-        if call is None or original_id in rerun or original_id in confirmations:
+    for request_id, answer in answers.items():
+        original_id = requests.get(request_id)
+        call = originals.get(original_id) if original_id is not None else None
+        if call is None or call.id is None or call.id in rerun or call.id in confirmations:
             continue
         calls.append(call)
-        confirmations[original_id] = confirmation_from_response(
-            answers[request_id].response, request_id
-        )
+        confirmations[call.id] = confirmation_from_response(answer.response, request_id)
     return calls, confirmations
 
 
-def _answers(content: Content) -> dict[str | None, FunctionResponse]:
-    return {
-        p.function_response.id: p.function_response
-        for p in content.parts
-        if p.function_response is not None and p.function_response.id
-    }
+def _scan(
+    agent: LlmAgent, events: Sequence[Event], answers: Mapping[str, FunctionResponse]
+) -> tuple[dict[str, str], dict[str, FunctionCall], set[str]]:
+    """From the newest event back: ``agent``'s confirmation requests that ``answers`` answer
+    (request id -> original call id), the calls by id, and the ids answered after the user's
+    answer (calls already re-run)."""
+    requests: dict[str, str] = {}
+    originals: dict[str, FunctionCall] = {}
+    rerun: set[str] = set()
+    answered_here = False
+    for event in reversed(events):
+        responses = event.get_function_responses()
+        if event.author == "user" and any(r.id in answers for r in responses):
+            answered_here = True
+        if not answered_here:
+            rerun.update(r.id for r in responses if r.id)
+        for call in event.get_function_calls():
+            if call.id is None:
+                continue
+            if call.name != REQUEST_CONFIRMATION:
+                originals.setdefault(call.id, call)
+            elif call.id in answers and event.author == agent.name:
+                original = call.args.get("originalFunctionCall")
+                if isinstance(original, dict) and isinstance(original.get("id"), str):
+                    requests[call.id] = original["id"]
+        if len(requests) == len(answers) and all(i in originals for i in requests.values()):
+            break
+    return requests, originals, rerun
+
+
+def _answers(content: Content) -> dict[str, FunctionResponse]:
+    found: dict[str, FunctionResponse] = {}
+    for part in content.parts:
+        response = part.function_response
+        if response is not None and response.id:
+            found[response.id] = response
+    return found

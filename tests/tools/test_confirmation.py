@@ -1,0 +1,338 @@
+"""Tool confirmation (R-LRO-5): asking, answering, re-running, and what the model never sees.
+
+A tool made with ``require_confirmation`` (or calling ``tool_context.request_confirmation``)
+answers its first call provisionally; the agent then emits a long-running
+``adk_request_confirmation`` call carrying the original call and ends its turn. The client's
+function response to that call (``{"confirmed": bool, "payload": ...}``) continues the same
+invocation: the original call runs again with ``tool_context.tool_confirmation`` set, and the
+model is called with the call followed by its real answer. The event shapes and their order are
+google-adk 2.13's (checked against ADK's own events in ``test_adk_events_parse_...``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.agents.llm_helpers import Chat, call, calls, fc, kinds
+from tests.tools.adk_confirmation_events import ADK_CONFIRMATION_FLOW
+from trio_agents import (
+    ConfigurationError,
+    Content,
+    Event,
+    LlmAgent,
+    Part,
+    ToolConfirmation,
+    ToolContext,
+)
+from trio_agents.models import LlmRequest
+from trio_agents.testing import ScriptedModel
+from trio_agents.tools import FunctionTool
+
+REQUEST = "adk_request_confirmation"
+
+
+class Shop:
+    """A ``refund`` tool that records the amounts it refunded."""
+
+    def __init__(self, require: Any = True) -> None:
+        self.refunded: list[int] = []
+        self.tool = FunctionTool(self.refund, require_confirmation=require)
+
+    def refund(self, amount: int) -> dict[str, Any]:
+        """Refund an amount to the customer."""
+        self.refunded.append(amount)
+        return {"refunded": amount}
+
+
+def make_agent(script: list[Any], *tools: Any) -> LlmAgent:
+    return LlmAgent(name="assistant", model=ScriptedModel(script), tools=list(tools))
+
+
+def model_of(agent: LlmAgent) -> ScriptedModel:
+    assert isinstance(agent.model, ScriptedModel)
+    return agent.model
+
+
+def request_of(events: list[Event]) -> tuple[str, dict[str, Any]]:
+    """The id and arguments of the one confirmation request among ``events``."""
+    (found,) = [c for e in events for c in e.get_function_calls() if c.name == REQUEST]
+    assert found.id is not None
+    return found.id, dict(found.args)
+
+
+def answer(call_id: str, response: dict[str, Any], name: str = REQUEST) -> Content:
+    return Content(role="user", parts=[Part.from_function_response(name, response, id=call_id)])
+
+
+def seen_by_model(request: LlmRequest) -> list[str]:
+    """``call:name``, ``response:name=...``, ``text:...`` for each part the model was sent."""
+    out = []
+    for content in request.contents:
+        for part in content.parts:
+            if part.function_call is not None:
+                out.append(f"call:{part.function_call.name}")
+            elif part.function_response is not None:
+                answer = part.function_response
+                out.append(f"response:{answer.name}={json.dumps(dict(answer.response))}")
+            else:
+                out.append(f"text:{part.text}")
+    return out
+
+
+async def first_turn(shop: Shop, script: list[Any]) -> tuple[Chat, LlmAgent, list[Event]]:
+    agent = make_agent(script, shop.tool)
+    chat = await Chat.start(agent)
+    return chat, agent, await chat.send("refund 250")
+
+
+# -- asking -------------------------------------------------------------------------------------
+
+
+async def test_required_confirmation_asks_instead_of_running_the_tool() -> None:
+    shop = Shop()
+    chat, agent, events = await first_turn(shop, [fc("refund", {"amount": 250})])
+    assert shop.refunded == []
+    assert kinds(events) == ["FC:refund", f"FC:{REQUEST}", "FR:refund"]
+    call_event, request, response = events
+    (original,) = call_event.get_function_calls()
+    request_id, args = request_of(events)
+    assert request_id.startswith("adk-")
+    assert request.long_running_tool_ids == {request_id}
+    assert request.author == "assistant" and request.content is not None
+    assert request.content.role == "model"
+    assert args["originalFunctionCall"] == {
+        "id": original.id,
+        "args": {"amount": 250},
+        "name": "refund",
+    }
+    assert args["toolConfirmation"]["confirmed"] is False
+    assert "refund()" in args["toolConfirmation"]["hint"]
+    assert response.actions.skip_summarization is True
+    assert original.id is not None
+    asked = response.actions.requested_tool_confirmations[original.id]
+    assert asked == ToolConfirmation(hint=args["toolConfirmation"]["hint"])
+    assert "refund" in response.get_function_responses()[0].response["error"]
+    assert len(model_of(agent).requests) == 1  # the turn ends on the request
+    assert await chat.stored() == events  # all committed, in the order delivered
+
+
+async def test_approval_reruns_the_call_in_the_same_invocation_and_the_model_sees_its_answer() -> (
+    None
+):
+    shop = Shop()
+    chat, agent, events = await first_turn(shop, [fc("refund", {"amount": 250}), "Refunded."])
+    request_id, _ = request_of(events)
+    resumed = await chat.send(answer(request_id, {"confirmed": True}))
+    assert shop.refunded == [250]
+    assert kinds(resumed) == ["FR:refund", "T:Refunded."]
+    assert resumed[0].get_function_responses()[0].response == {"refunded": 250}
+    assert {e.invocation_id for e in resumed} == {events[0].invocation_id}
+    (_, second) = model_of(agent).requests
+    assert seen_by_model(second) == [
+        "text:refund 250",
+        "call:refund",
+        'response:refund={"refunded": 250}',
+    ]
+
+
+async def test_rejection_tells_the_model_and_never_runs_the_tool() -> None:
+    shop = Shop()
+    chat, agent, events = await first_turn(shop, [fc("refund", {"amount": 250}), "Not refunded."])
+    request_id, _ = request_of(events)
+    resumed = await chat.send(answer(request_id, {"confirmed": False}))
+    assert shop.refunded == []
+    assert kinds(resumed) == ["FR:refund", "T:Not refunded."]
+    error = resumed[0].get_function_responses()[0].response["error"]
+    assert "`refund()`" in error and "rejected" in error
+    (_, second) = model_of(agent).requests
+    assert not any(REQUEST in item for item in seen_by_model(second))
+
+
+async def test_the_wrapped_answer_adk_web_clients_send_is_understood() -> None:
+    shop = Shop()
+    chat, _, events = await first_turn(shop, [fc("refund", {"amount": 250}), "ok"])
+    request_id, _ = request_of(events)
+    await chat.send(answer(request_id, {"response": json.dumps({"confirmed": True})}))
+    assert shop.refunded == [250]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_predicate_decides_per_call(is_async: bool) -> None:
+    def large(amount: int) -> bool:
+        return amount > 100
+
+    async def large_async(amount: int) -> bool:
+        return amount > 100
+
+    shop = Shop(require=large_async if is_async else large)
+    script = [calls(call("refund", {"amount": 20}), call("refund", {"amount": 500})), "ok"]
+    chat, agent, events = await first_turn(shop, script)
+    assert shop.refunded == [20]  # the small one ran, the large one waits
+    assert kinds(events) == ["FC:refund,refund", "FR:refund,refund", f"FC:{REQUEST}"]
+    settled = events[1]
+    assert settled.actions.skip_summarization is None  # some answers are real (ADK 2.13)
+    request_id, args = request_of(events)
+    assert args["originalFunctionCall"]["args"] == {"amount": 500}
+    resumed = await chat.send(answer(request_id, {"confirmed": True}))
+    assert shop.refunded == [20, 500]
+    assert kinds(resumed) == ["FR:refund", "T:ok"]
+    (_, second) = model_of(agent).requests
+    assert seen_by_model(second) == [
+        "text:refund 250",
+        "call:refund",
+        "call:refund",
+        'response:refund={"refunded": 20}',
+        'response:refund={"refunded": 500}',
+    ]
+
+
+async def test_a_tool_asks_itself_and_gets_the_users_payload() -> None:
+    seen: list[ToolConfirmation | None] = []
+
+    def transfer(amount: int, tool_context: ToolContext) -> dict[str, Any]:
+        """Transfer money."""
+        seen.append(tool_context.tool_confirmation)
+        if tool_context.tool_confirmation is None:
+            tool_context.request_confirmation(hint="Which account?", payload={"account": ""})
+            return {"status": "waiting for the account"}
+        return {"sent": amount, "to": tool_context.tool_confirmation.payload["account"]}
+
+    script = [fc("transfer", {"amount": 9}), "Which account?", "Sent."]
+    agent = make_agent(script, FunctionTool(transfer))
+    chat = await Chat.start(agent)
+    events = await chat.send("send 9")
+    # As in ADK, a tool that asks without skipping summarization lets the model speak first.
+    assert kinds(events) == ["FC:transfer", f"FC:{REQUEST}", "FR:transfer", "T:Which account?"]
+    request_id, args = request_of(events)
+    assert args["toolConfirmation"] == {
+        "hint": "Which account?",
+        "confirmed": False,
+        "payload": {"account": ""},
+    }
+    await chat.send(answer(request_id, {"confirmed": True, "payload": {"account": "ACME"}}))
+    assert seen == [None, ToolConfirmation(confirmed=True, payload={"account": "ACME"})]
+    stored = await chat.stored()
+    assert kinds(stored[-2:]) == ["FR:transfer", "T:Sent."]
+    assert stored[-2].get_function_responses()[0].response == {"sent": 9, "to": "ACME"}
+
+
+async def test_request_confirmation_outside_a_call_is_refused() -> None:
+    captured: list[ToolContext] = []
+
+    def probe(tool_context: ToolContext) -> str:
+        """Probe."""
+        captured.append(tool_context)
+        return "ok"
+
+    agent = make_agent([fc("probe"), "done"], FunctionTool(probe))
+    await (await Chat.start(agent)).send("go")
+    context = ToolContext(captured[0].invocation_context)  # no function call
+    with pytest.raises(ConfigurationError, match="request_confirmation"):
+        context.request_confirmation(hint="?")
+
+
+def test_require_confirmation_must_be_a_bool_or_callable() -> None:
+    def tool(x: int) -> int:
+        return x
+
+    with pytest.raises(ConfigurationError, match=r"'tool'.*require_confirmation"):
+        FunctionTool(tool, require_confirmation="yes")  # type: ignore[arg-type]
+
+
+# -- bad answers: refused before anything is committed ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [{"confirmed": "yes"}, {"confirmed": 1}, {}, {"payload": 3}, {"response": "[1]"}],
+)
+async def test_an_answer_without_a_bool_confirmed_is_refused_naming_the_call(
+    response: dict[str, Any],
+) -> None:
+    shop = Shop()
+    chat, _, events = await first_turn(shop, [fc("refund", {"amount": 250})])
+    request_id, _ = request_of(events)
+    before = (await chat.session()).events
+    with pytest.raises(ConfigurationError, match=request_id):
+        await chat.send(answer(request_id, response))
+    assert (await chat.session()).events == before
+    assert shop.refunded == []
+
+
+async def test_an_answer_to_no_call_is_refused_naming_the_id() -> None:
+    shop = Shop()
+    chat, _, _ = await first_turn(shop, [fc("refund", {"amount": 250})])
+    before = (await chat.session()).events
+    with pytest.raises(ConfigurationError, match="adk-nowhere"):
+        await chat.send(answer("adk-nowhere", {"confirmed": True}))
+    assert (await chat.session()).events == before
+
+
+async def test_a_second_answer_to_the_same_request_is_refused() -> None:
+    shop = Shop()
+    chat, _, events = await first_turn(shop, [fc("refund", {"amount": 250}), "ok"])
+    request_id, _ = request_of(events)
+    await chat.send(answer(request_id, {"confirmed": True}))
+    before = (await chat.session()).events
+    with pytest.raises(ConfigurationError, match=f"{request_id}.*already answered"):
+        await chat.send(answer(request_id, {"confirmed": True}))
+    assert (await chat.session()).events == before
+    assert shop.refunded == [250]
+
+
+# -- ADK's events ---------------------------------------------------------------------------------
+
+
+def test_adk_events_parse_and_keep_every_confirmation_field() -> None:
+    events = [Event.from_json(line) for line in ADK_CONFIRMATION_FLOW]
+    _, call_event, request, placeholder, user_answer, rerun, final = events
+    (original,) = call_event.get_function_calls()
+    (asked,) = request.get_function_calls()
+    assert asked.name == REQUEST and request.long_running_tool_ids == {asked.id}
+    assert asked.args["originalFunctionCall"]["id"] == original.id
+    assert original.id is not None
+    confirmation = placeholder.actions.requested_tool_confirmations[original.id]
+    assert confirmation.confirmed is False and "refund()" in confirmation.hint
+    assert placeholder.actions.skip_summarization is True
+    assert user_answer.get_function_responses()[0].response == {"confirmed": True}
+    assert rerun.get_function_responses()[0].response == {"refunded": 250}
+    assert final.text == "done"
+    for line, event in zip(ADK_CONFIRMATION_FLOW, events, strict=True):
+        adk = json.loads(line)
+        ours = json.loads(event.to_json())
+        assert (
+            ours["actions"].get("requestedToolConfirmations", {})
+            == (adk["actions"]["requestedToolConfirmations"])
+        )
+        assert ours["content"] == adk["content"]
+
+
+async def test_our_flow_has_adks_shape() -> None:
+    """Our events, reduced to (author, role, kinds, long-running, actions keys), equal ADK's."""
+    shop = Shop()
+    chat, _, _ = await first_turn(shop, [fc("refund", {"amount": 250}), "done"])
+    request_id, _ = request_of(await chat.stored())
+    await chat.send(answer(request_id, {"confirmed": True}))
+    ours = [json.loads(e.to_json()) for e in (await chat.session()).events]
+    adk = [json.loads(line) for line in ADK_CONFIRMATION_FLOW]
+    assert [shape(e) for e in ours] == [shape(e) for e in adk]
+
+
+def shape(data: dict[str, Any]) -> tuple[Any, ...]:
+    parts = data.get("content", {}).get("parts", [])
+    names = [
+        (p.get("functionCall") or p.get("functionResponse") or {}).get("name", "text")
+        for p in parts
+    ]
+    confirmations = data["actions"].get("requestedToolConfirmations", {})
+    return (
+        data["author"],
+        data.get("content", {}).get("role"),
+        names,
+        len(data.get("longRunningToolIds", [])),
+        data["actions"].get("skipSummarization"),
+        [sorted(c) for c in confirmations.values()],
+    )
