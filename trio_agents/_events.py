@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ._content import EMPTY, Content, FrozenDict, FunctionCall, FunctionResponse, JSONValue
+from ._errors import ConfigurationError
 from ._ids import new_event_id, now
 from ._tool_confirmation import ToolConfirmation
 
@@ -33,7 +34,7 @@ def _confirmations(value: Mapping[str, ToolConfirmation] | None) -> FrozenDict:
         return EMPTY
     for call_id, confirmation in value.items():
         if not isinstance(confirmation, ToolConfirmation):
-            raise TypeError(
+            raise ConfigurationError(
                 f"requested_tool_confirmations[{call_id!r}] must be a ToolConfirmation, "
                 f"got {type(confirmation).__name__}"
             )
