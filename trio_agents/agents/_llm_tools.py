@@ -50,9 +50,9 @@ async def run_function_calls(
     run again after a confirmation request.
     """
     results: list[_Result | None] = [None] * len(calls)
-    if len(calls) == 1:
-        failure = await _run_single(agent, ctx, calls[0], results, confirmations)
-    else:
+    if len(calls) == 1 and not confirmations:
+        failure = await _run_single(agent, ctx, calls[0], results)
+    else:  # (a re-run after a confirmation is rare: no need for the lone-call fast path)
         failure = await _run_concurrently(agent, ctx, calls, results, confirmations)
     response = _merged_event(agent, ctx, calls, results)
     committed = await emit_responses(ctx, calls, response) if response is not None else None
@@ -66,14 +66,13 @@ async def _run_single(
     ctx: InvocationContext,
     call: FunctionCall,
     results: list[_Result | None],
-    confirmations: Mapping[str, ToolConfirmation] | None,
 ) -> BaseException | None:
     """One call runs in the agent's own task: no nursery, the same failure as through one.
 
     (Unlike a nursery child, the tool shares the agent task's context variables.)
     """
     try:
-        await _run_call(agent, ctx, call, results, 0, confirmations)
+        await _run_call(agent, ctx, call, results, 0)
     except Exception as exc:
         return without_cancelled(BaseExceptionGroup(NURSERY_MESSAGE, [exc]))
     return None
@@ -84,7 +83,7 @@ async def _run_concurrently(
     ctx: InvocationContext,
     calls: list[FunctionCall],
     results: list[_Result | None],
-    confirmations: Mapping[str, ToolConfirmation] | None,
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> BaseException | None:
     """Every call in its own task of one nursery; a failure cancels the siblings."""
     try:
