@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.agents.llm_helpers import Chat, call, calls, fc, kinds
 from tests.tools.adk_confirmation_events import ADK_CONFIRMATION_FLOW
@@ -336,3 +337,87 @@ def shape(data: dict[str, Any]) -> tuple[Any, ...]:
         data["actions"].get("skipSummarization"),
         [sorted(c) for c in confirmations.values()],
     )
+
+
+# -- several calls, several agents, any answers ---------------------------------------------------
+
+
+async def test_two_calls_asking_in_one_turn_make_one_request_event_and_one_answer_runs_both() -> (
+    None
+):
+    shop = Shop()
+    script = [calls(call("refund", {"amount": 1}), call("refund", {"amount": 2})), "ok"]
+    chat, agent, events = await first_turn(shop, script)
+    assert kinds(events) == ["FC:refund,refund", f"FC:{REQUEST},{REQUEST}", "FR:refund,refund"]
+    assert len(events[2].actions.requested_tool_confirmations) == 2
+    requests = events[1].get_function_calls()
+    assert events[1].long_running_tool_ids == {c.id for c in requests}
+    answers = Content(
+        role="user",
+        parts=[
+            Part.from_function_response(REQUEST, {"confirmed": ok}, id=c.id)
+            for c, ok in zip(requests, [False, True], strict=True)
+        ],
+    )
+    resumed = await chat.send(answers)
+    assert shop.refunded == [2]
+    assert kinds(resumed) == ["FR:refund,refund", "T:ok"]
+    (_, second) = model_of(agent).requests
+    assert seen_by_model(second)[-2:] == [
+        'response:refund={"error": "The user rejected the call to `refund()`; it did not run."}',
+        'response:refund={"refunded": 2}',
+    ]
+
+
+async def test_in_a_pipeline_the_answer_goes_to_the_agent_that_asked() -> None:
+    from trio_agents import SequentialAgent
+
+    shop = Shop()
+    asker = make_agent([fc("refund", {"amount": 7}), "refunded"], shop.tool)
+    after = LlmAgent(name="after", model=ScriptedModel(["noted", "noted again"]))
+    chat = await Chat.start(SequentialAgent(name="pipeline", sub_agents=[asker, after]))
+    events = await chat.send("refund 7")
+    request_id, _ = request_of(events)
+    # Not resumable: the pipeline runs on past the request, as with any long-running call.
+    assert [e.author for e in events][-1] == "after"
+    (later,) = model_of(after).requests
+    assert not any(REQUEST in item for item in seen_by_model(later))
+    resumed = await chat.send(answer(request_id, {"confirmed": True}))
+    assert shop.refunded == [7]
+    assert [e.author for e in resumed] == ["assistant", "assistant"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4),
+    _seed=st.random_module(),
+)
+async def test_each_call_runs_once_exactly_when_it_needs_no_approval_or_is_approved(
+    plan: list[tuple[bool, bool]], _seed: Any
+) -> None:
+    """Invariants over any mix of calls that need approval and answers: a tool runs exactly
+    when its call needs none or was approved, never twice; the model never sees a confirmation
+    call; after the answers it sees one response per original call."""
+    amounts = [100 * needs + i for i, (needs, _) in enumerate(plan)]  # >= 100: needs approval
+    shop = Shop(require=lambda amount: amount >= 100)
+    script = [calls(*(call("refund", {"amount": a}) for a in amounts)), "ok"]
+    chat, agent, events = await first_turn(shop, script)
+    requests = [c for e in events for c in e.get_function_calls() if c.name == REQUEST]
+    assert sorted(shop.refunded) == sorted(a for a in amounts if a < 100)
+    if requests:
+        approve = {a: ok for a, (needs, ok) in zip(amounts, plan, strict=True) if needs}
+        parts = [
+            Part.from_function_response(
+                REQUEST,
+                {"confirmed": approve[c.args["originalFunctionCall"]["args"]["amount"]]},
+                id=c.id,
+            )
+            for c in requests
+        ]
+        await chat.send(Content(role="user", parts=parts))
+    expected = [a for a, (needs, ok) in zip(amounts, plan, strict=True) if not needs or ok]
+    assert sorted(shop.refunded) == sorted(expected)
+    last = model_of(agent).requests[-1]
+    assert not any(REQUEST in item for item in seen_by_model(last))
+    answered = [item for item in seen_by_model(last) if item.startswith("response:refund")]
+    assert len(answered) == len(amounts)
