@@ -421,3 +421,38 @@ async def test_each_call_runs_once_exactly_when_it_needs_no_approval_or_is_appro
     assert not any(REQUEST in item for item in seen_by_model(last))
     answered = [item for item in seen_by_model(last) if item.startswith("response:refund")]
     assert len(answered) == len(amounts)
+
+
+async def test_a_tool_from_a_toolset_is_rerun_from_that_toolset() -> None:
+    from trio_agents.tools import BaseTool, BaseToolset
+
+    shop = Shop()
+
+    class Tools(BaseToolset):
+        async def get_tools(self, readonly_context: Any = None) -> list[BaseTool]:
+            return [shop.tool]
+
+    agent = make_agent([fc("refund", {"amount": 3}), "ok"], Tools())
+    chat = await Chat.start(agent)
+    events = await chat.send("refund 3")
+    request_id, _ = request_of(events)
+    resumed = await chat.send(answer(request_id, {"confirmed": True}))
+    assert shop.refunded == [3]
+    assert resumed[0].get_function_responses()[0].response == {"refunded": 3}
+
+
+async def test_actions_of_the_calls_merge_into_the_response_event() -> None:
+    """Checkpoint fields written on a tool's context ride on its response event."""
+
+    def mark(tool_context: ToolContext) -> str:
+        """Mark."""
+        tool_context.actions.agent_state = {"step": 2}
+        tool_context.actions.end_of_agent = False
+        return "marked"
+
+    agent = make_agent([fc("mark"), "ok"], FunctionTool(mark))
+    events = await (await Chat.start(agent)).send("go")
+    (response,) = [e for e in events if e.get_function_responses()]
+    assert response.actions.agent_state == {"step": 2}
+    assert response.actions.end_of_agent is False
+    assert Event.from_json(response.to_json()) == response

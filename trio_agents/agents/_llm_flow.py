@@ -65,7 +65,11 @@ async def _rerun_confirmed(agent: LlmAgent, ctx: InvocationContext) -> bool:
     calls, confirmations = confirmation_answers(agent, ctx)
     if not calls:
         return False
-    last = await run_function_calls(agent, ctx, calls, confirmations)
+
+    async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+        return await run_function_calls(agent, ctx, calls, confirmations)
+
+    last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
     return last is not None and bool(
         last.long_running_tool_ids or last.actions.requested_tool_confirmations
     )

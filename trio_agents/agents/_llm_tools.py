@@ -328,6 +328,8 @@ def _has_actions(actions: EventActionsDraft) -> bool:
         or actions.artifact_delta
         or actions.requested_auth_configs
         or actions.requested_tool_confirmations
+        or actions.agent_state is not None
+        or actions.end_of_agent is not None
         or actions.transfer_to_agent is not None
         or actions.escalate is not None
         or actions.skip_summarization is not None
@@ -341,7 +343,9 @@ def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:
     into.artifact_delta.update(actions.artifact_delta)
     _deep_merge(into.requested_auth_configs, actions.requested_auth_configs)
     into.requested_tool_confirmations.update(actions.requested_tool_confirmations)
-    for name in ("transfer_to_agent", "escalate", "skip_summarization"):
+    if actions.agent_state is not None:
+        into.agent_state = actions.agent_state
+    for name in ("transfer_to_agent", "escalate", "skip_summarization", "end_of_agent"):
         value = getattr(actions, name)
         if value is not None:
             setattr(into, name, value)
