@@ -456,3 +456,21 @@ async def test_actions_of_the_calls_merge_into_the_response_event() -> None:
     assert response.actions.agent_state == {"step": 2}
     assert response.actions.end_of_agent is False
     assert Event.from_json(response.to_json()) == response
+
+
+async def test_normalized_flows_compare_equal_across_runs() -> None:
+    """The testing kit's ``normalize`` renames the call ids a confirmation flow repeats."""
+    from trio_agents.testing import normalize
+
+    async def flow() -> list[dict[str, Any]]:
+        chat, _, events = await first_turn(Shop(), [fc("refund", {"amount": 250}), "ok"])
+        request_id, _ = request_of(events)
+        await chat.send(answer(request_id, {"confirmed": True}))
+        return normalize((await chat.session()).events)
+
+    first, second = await flow(), await flow()
+    assert first == second
+    request = first[2]["content"]["parts"][0]["functionCall"]
+    assert request["args"]["originalFunctionCall"]["id"] == "<call-1>"
+    assert list(first[3]["actions"]["requestedToolConfirmations"]) == ["<call-1>"]
+    assert first[4]["content"]["parts"][0]["functionResponse"]["id"] == request["id"]
