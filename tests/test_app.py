@@ -171,3 +171,18 @@ def test_the_loader_accepts_a_real_app(tmp_path: Path, monkeypatch: pytest.Monke
     apps = load_agents(str(tmp_path / "shop_app.py"))
     assert list(apps) == ["shop"]
     assert apps["shop"].name == "assistant"
+
+
+def test_an_in_memory_runner_runs_an_app_too() -> None:
+    from trio_agents import InMemoryRunner
+
+    app = App("shop", scripted("assistant", "hello"))
+    runner = InMemoryRunner(app=app)
+    assert (runner.app, runner.app_name, runner.agent) == (app, "shop", app.root_agent)
+    events = runner.run_sync(
+        user_id="u", session_id="s", new_message="hi", auto_create_session=True
+    )
+    assert [e.text for e in events] == ["hello"]
+    assert InMemoryRunner(scripted()).app_name == "InMemoryRunner"
+    with pytest.raises(ConfigurationError, match="app='shop' and also agent"):
+        InMemoryRunner(scripted(), app=app)

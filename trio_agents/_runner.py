@@ -226,14 +226,15 @@ def _runner_parts(
 
 
 class InMemoryRunner(Runner):
-    """A :class:`Runner` with fresh in-memory services (R-RUN-9)."""
+    """A :class:`Runner` with fresh in-memory services (R-RUN-9), for an agent or an ``app``."""
 
     def __init__(
         self,
-        agent: BaseAgent,
+        agent: BaseAgent | None = None,
         *,
-        app_name: str = "InMemoryRunner",
-        plugins: Sequence[BasePlugin] = (),
+        app_name: str | None = None,
+        plugins: Sequence[BasePlugin] | None = None,
+        app: App | None = None,
         **kwargs: Any,
     ) -> None:
         if "session_service" in kwargs:
@@ -242,7 +243,10 @@ class InMemoryRunner(Runner):
                 "session_service; for another one use Runner(agent=..., app_name=..., "
                 "session_service=...)"
             )
+        if app is None:
+            app_name = app_name or "InMemoryRunner"
         super().__init__(
+            app=app,
             agent=agent,
             app_name=app_name,
             session_service=InMemorySessionService(),
