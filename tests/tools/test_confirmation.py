@@ -474,3 +474,31 @@ async def test_normalized_flows_compare_equal_across_runs() -> None:
     assert request["args"]["originalFunctionCall"]["id"] == "<call-1>"
     assert list(first[3]["actions"]["requestedToolConfirmations"]) == ["<call-1>"]
     assert first[4]["content"]["parts"][0]["functionResponse"]["id"] == request["id"]
+
+
+async def test_the_flow_through_a_sqlite_store_and_a_new_runner(tmp_path: Any) -> None:
+    """The request and its answer survive the store: a new Runner on the same SQLite file (as
+    after a restart) re-runs the confirmed call; a bad answer leaves the file unchanged."""
+    from trio_agents import Runner
+    from trio_agents.sessions import SqliteSessionService
+
+    path = str(tmp_path / "sessions.db")
+    shop = Shop()
+    async with SqliteSessionService(path) as service:
+        agent = make_agent([fc("refund", {"amount": 5})], shop.tool)
+        runner = Runner(agent=agent, app_name="shop", session_service=service)
+        chat = await Chat.start(agent, runner=runner)
+        events = await chat.send("refund 5")
+    request_id, _ = request_of(events)
+    async with SqliteSessionService(path) as service:
+        agent = make_agent(["Refunded."], shop.tool)
+        runner = Runner(agent=agent, app_name="shop", session_service=service)
+        chat = Chat(runner, chat.session_id)
+        stored = (await chat.session()).events
+        assert stored[1:] == events  # every field, the confirmation ones included, read back
+        with pytest.raises(ConfigurationError, match=request_id):
+            await chat.send(answer(request_id, {"confirmed": "sure"}))
+        assert (await chat.session()).events == stored
+        resumed = await chat.send(answer(request_id, {"confirmed": True}))
+    assert shop.refunded == [5]
+    assert kinds(resumed) == ["FR:refund", "T:Refunded."]
