@@ -378,14 +378,13 @@ async def test_an_agent_failure_is_not_lost_when_an_outer_scope_cancels_the_cons
     agent = Scripted(name="a", events=(Event(content=text("one")),), error=RuntimeError("boom"))
     runner = InMemoryRunner(agent, plugins=[counter])
     sid = await new_session(runner)
-    with pytest.raises(RuntimeError, match="boom"):
-        with trio.CancelScope() as outer:
-            async with runner.run(user_id="u", session_id=sid, new_message="hi") as events:
-                await events.receive()
-                if agent_first:
-                    await trio.testing.wait_all_tasks_blocked()  # the agent raises first
-                outer.cancel()
-                await trio.sleep_forever()
+    with pytest.raises(RuntimeError, match="boom"), trio.CancelScope() as outer:
+        async with runner.run(user_id="u", session_id=sid, new_message="hi") as events:
+            await events.receive()
+            if agent_first:
+                await trio.testing.wait_all_tasks_blocked()  # the agent raises first
+            outer.cancel()
+            await trio.sleep_forever()
     assert counter.after_runs == 0
     assert [str(e) for e in counter.run_errors] == ["boom"]
     stored = await stored_events(runner, sid)

@@ -62,6 +62,7 @@ from hypothesis import given, strategies as st
 from trio_agents import (
     Blob,
     CodeExecutionResult,
+    ConfigurationError,
     Content,
     Event,
     EventActions,
@@ -71,6 +72,7 @@ from trio_agents import (
     FunctionResponse,
     Part,
     SerializationError,
+    ToolConfirmation,
     TrioAgentsError,
     UsageMetadata,
 )
@@ -164,6 +166,18 @@ actions = st.builds(
     escalate=opt(st.booleans()),
     skip_summarization=opt(st.booleans()),
     requested_auth_configs=st.dictionaries(st.text(max_size=10), auth_configs, max_size=2),
+    requested_tool_confirmations=st.dictionaries(
+        st.text(max_size=10),
+        st.builds(
+            ToolConfirmation,
+            hint=st.text(max_size=10),
+            confirmed=st.booleans(),
+            payload=json_values,
+        ),
+        max_size=2,
+    ),
+    end_of_agent=opt(st.booleans()),
+    agent_state=opt(json_objects),
 )
 counts = opt(st.integers(0, 2**31))
 usages = st.builds(
@@ -201,6 +215,8 @@ PAYLOAD_KEYS = {
     "stateDelta",
     "artifactDelta",
     "requestedAuthConfigs",
+    "requestedToolConfirmations",
+    "agentState",
     "customMetadata",
     "args",
     "response",
@@ -762,7 +778,9 @@ THOUGHT_SIGNATURE = b"\x12\xfb\xef\xbe\xff\x01sig"
 def modelled(adk: dict[str, Any]) -> dict[str, Any]:
     """ADK's JSON minus exactly the fields trio_agents does not model (module docstring)."""
     out = {k: v for k, v in adk.items() if k not in {"nodeInfo", "modelVersion"}}
-    out["actions"] = {k: v for k, v in adk["actions"].items() if k != "requestedToolConfirmations"}
+    out["actions"] = {  # written only when not empty
+        k: v for k, v in adk["actions"].items() if k != "requestedToolConfirmations" or v
+    }
     if "usageMetadata" in adk:
         gemini_only = {"promptTokensDetails", "trafficType"}
         out["usageMetadata"] = {
@@ -1114,3 +1132,68 @@ def test_serialization_error_is_a_value_error_and_a_trio_agents_error() -> None:
         loads("{")
     assert issubclass(SerializationError, TrioAgentsError)
     assert SerializationError("m", path="p").path == "p"
+
+
+# -- checkpoint and confirmation actions (ADK 2.13) ----------------------------------------------
+
+# Written by google-adk 2.13.0: ``Event(author="a", invocation_id="i", actions=EventActions(
+# agent_state={"current_sub_agent": "x"}, end_of_agent=True, requested_tool_confirmations={"fc1":
+# ToolConfirmation(hint="h", payload={"a": 1})}))``, then with ``end_of_agent=False``,
+# ``agent_state={}`` and no payload; ``model_dump_json(by_alias=True, exclude_none=True)``.
+ADK_CHECKPOINT_ACTIONS = [
+    (
+        '{"invocationId":"i","author":"a","actions":{"stateDelta":{},"artifactDelta":{},'
+        '"requestedAuthConfigs":{},"requestedToolConfirmations":{"fc1":{"hint":"h",'
+        '"confirmed":false,"payload":{"a":1}}},"endOfAgent":true,'
+        '"agentState":{"current_sub_agent":"x"}},"nodeInfo":{"path":""},'
+        '"id":"2a093511-78e5-4881-9f3c-be3b81f62a5d","timestamp":1795700844.364223}'
+    ),
+    (
+        '{"invocationId":"i","author":"a","actions":{"stateDelta":{},"artifactDelta":{},'
+        '"requestedAuthConfigs":{},"requestedToolConfirmations":{"fc1":{"hint":"h",'
+        '"confirmed":false}},"endOfAgent":false,"agentState":{}},"nodeInfo":{"path":""},'
+        '"id":"40bc6087-1581-4e30-a2e6-da62ac9814f3","timestamp":1795700844.3643246}'
+    ),
+]
+
+
+def test_adk_checkpoint_and_confirmation_actions_parse_and_redump_equal() -> None:
+    first, second = (Event.from_json(text) for text in ADK_CHECKPOINT_ACTIONS)
+    assert first.actions.agent_state == {"current_sub_agent": "x"}
+    assert first.actions.end_of_agent is True
+    assert first.actions.requested_tool_confirmations == {
+        "fc1": ToolConfirmation(hint="h", payload={"a": 1})
+    }
+    assert second.actions.agent_state == {} and second.actions.end_of_agent is False
+    assert not first.actions.is_empty() and not second.actions.is_empty()
+    for text, event in zip(ADK_CHECKPOINT_ACTIONS, (first, second), strict=True):
+        assert json.loads(event.to_json()) == modelled(json.loads(text))
+
+
+def test_checkpoint_fields_default_to_absent() -> None:
+    actions = EventActions()
+    assert actions.agent_state is None and actions.end_of_agent is None
+    assert actions.requested_tool_confirmations == {} and actions.is_empty()
+    written = Event(id="e", timestamp=1.0).to_dict()["actions"]
+    assert not {"agentState", "endOfAgent", "requestedToolConfirmations"} & written.keys()
+
+
+@pytest.mark.parametrize(
+    ("confirmations", "path"),
+    [
+        ({"c": {"confirmed": "yes"}}, "actions.requestedToolConfirmations['c']"),
+        ({"c": {"hint": 3}}, "actions.requestedToolConfirmations['c']"),
+        ({"c": [1]}, "actions.requestedToolConfirmations['c']"),
+        ([1], "actions.requestedToolConfirmations"),
+    ],
+)
+def test_malformed_confirmations_are_refused_naming_the_path(confirmations: Any, path: str) -> None:
+    data = {"id": "e", "actions": {"requestedToolConfirmations": confirmations}}
+    with pytest.raises(SerializationError) as caught:
+        Event.from_dict(data)
+    assert caught.value.path == path
+
+
+def test_requested_tool_confirmations_hold_tool_confirmations() -> None:
+    with pytest.raises(ConfigurationError, match=r"requested_tool_confirmations\['c'\] must be a"):
+        EventActions(requested_tool_confirmations={"c": {"confirmed": True}})  # type: ignore[dict-item]

@@ -6,6 +6,7 @@ channels; an agent resumes only after its event is committed. See the README for
 
 from __future__ import annotations
 
+from ._app import App as App, ResumabilityConfig as ResumabilityConfig
 from ._content import (
     Blob as Blob,
     CodeExecutionResult as CodeExecutionResult,
@@ -58,6 +59,7 @@ from ._runner import (
     StreamingMode as StreamingMode,
 )
 from ._state import State as State
+from ._tool_confirmation import ToolConfirmation as ToolConfirmation
 from ._version import __version__ as __version__
 from .agents import (
     Agent as Agent,
@@ -74,6 +76,7 @@ __all__ = [
     "Agent",
     "AgentTimeoutError",
     "AgentTransferError",
+    "App",
     "ArtifactNotFoundError",
     "BaseAgent",
     "Blob",
@@ -104,6 +107,7 @@ __all__ = [
     "Part",
     "PluginError",
     "ReadonlyContext",
+    "ResumabilityConfig",
     "RunConfig",
     "RunStream",
     "Runner",
@@ -119,6 +123,7 @@ __all__ = [
     "StoreUnavailableError",
     "StreamingMode",
     "TemplateKeyError",
+    "ToolConfirmation",
     "ToolContext",
     "ToolError",
     "ToolsetError",

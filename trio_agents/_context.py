@@ -20,6 +20,7 @@ from ._errors import ConfigurationError
 from ._events import Event, EventActions, replace, stamped
 from ._ids import new_function_call_id
 from ._state import State, Watched, WriteClock, collect_mutations
+from ._tool_confirmation import ToolConfirmation
 
 if TYPE_CHECKING:
     from ._config import RunConfig
@@ -55,6 +56,10 @@ class EventActionsDraft:
     escalate: bool | None = None
     skip_summarization: bool | None = None
     requested_auth_configs: dict[str, Any] = attrs.field(factory=dict)
+    requested_tool_confirmations: dict[str, ToolConfirmation] = attrs.field(factory=dict)
+    """Confirmations asked for, by function call id (``ToolContext.request_confirmation``)."""
+    end_of_agent: bool | None = None
+    agent_state: dict[str, Any] | None = None
     watched: Watched = attrs.field(factory=dict, repr=False)
     """Containers read through this draft's state views, checked for in-place changes."""
     times: dict[str, int] = attrs.field(factory=dict, repr=False)
@@ -97,6 +102,9 @@ class EventActionsDraft:
             or self.escalate
             or self.skip_summarization
             or self.requested_auth_configs
+            or self.requested_tool_confirmations
+            or self.end_of_agent is not None
+            or self.agent_state is not None
         )
 
     def freeze(self) -> EventActions:
@@ -111,6 +119,9 @@ class EventActionsDraft:
             escalate=self.escalate,
             skip_summarization=self.skip_summarization,
             requested_auth_configs=dict(self.requested_auth_configs),
+            requested_tool_confirmations=dict(self.requested_tool_confirmations),
+            end_of_agent=self.end_of_agent,
+            agent_state=self.agent_state,
         )
 
     def merged_into(self, actions: EventActions) -> EventActions:
@@ -132,6 +143,16 @@ class EventActionsDraft:
                 **self.requested_auth_configs,
                 **actions.requested_auth_configs,
             },
+            requested_tool_confirmations={
+                **self.requested_tool_confirmations,
+                **actions.requested_tool_confirmations,
+            },
+            end_of_agent=(
+                actions.end_of_agent if actions.end_of_agent is not None else self.end_of_agent
+            ),
+            agent_state=actions.agent_state
+            if actions.agent_state is not None
+            else self.agent_state,
         )
 
 

@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 import attrs
 
 from ._content import EMPTY, Content, FrozenDict, FunctionCall, FunctionResponse, JSONValue
+from ._errors import ConfigurationError
 from ._ids import new_event_id, now
+from ._tool_confirmation import ToolConfirmation
 
 __all__ = ["Event", "EventActions", "UsageMetadata", "replace", "stamped"]
 
@@ -21,6 +23,22 @@ def _dict(value: Mapping[str, Any] | None) -> FrozenDict:
     if value is None or not value:
         return EMPTY
     return value if type(value) is FrozenDict else FrozenDict(value)
+
+
+def _optional_dict(value: Mapping[str, Any] | None) -> FrozenDict | None:
+    return None if value is None else _dict(value)
+
+
+def _confirmations(value: Mapping[str, ToolConfirmation] | None) -> FrozenDict:
+    if not value:
+        return EMPTY
+    for call_id, confirmation in value.items():
+        if not isinstance(confirmation, ToolConfirmation):
+            raise ConfigurationError(
+                f"requested_tool_confirmations[{call_id!r}] must be a ToolConfirmation, "
+                f"got {type(confirmation).__name__}"
+            )
+    return _dict(value)
 
 
 def _fresh_if_empty(value: str) -> str:
@@ -38,7 +56,9 @@ class EventActions:
     ``state_delta`` is folded into the session state on commit (``app:``/``user:`` keys into the
     shared scopes, ``temp:`` keys into the live invocation only). ``artifact_delta`` maps an
     artifact filename to the version saved. ``escalate`` ends enclosing loops (and a parallel
-    agent when authored by a direct child).
+    agent when authored by a direct child). ``requested_tool_confirmations`` maps a function
+    call id to the :class:`~trio_agents.ToolConfirmation` its tool asked for. ``agent_state`` and
+    ``end_of_agent`` are a workflow agent's checkpoint: where it stands, and that it has finished.
     """
 
     state_delta: Mapping[str, JSONValue] = attrs.field(default=EMPTY, converter=_dict)
@@ -47,6 +67,13 @@ class EventActions:
     escalate: bool | None = None
     skip_summarization: bool | None = None
     requested_auth_configs: Mapping[str, JSONValue] = attrs.field(default=EMPTY, converter=_dict)
+    requested_tool_confirmations: Mapping[str, ToolConfirmation] = attrs.field(
+        default=EMPTY, converter=_confirmations
+    )
+    end_of_agent: bool | None = None
+    agent_state: Mapping[str, JSONValue] | None = attrs.field(
+        default=None, converter=_optional_dict
+    )
 
     def __init__(
         self,
@@ -57,6 +84,9 @@ class EventActions:
         escalate: bool | None = None,
         skip_summarization: bool | None = None,
         requested_auth_configs: Mapping[str, JSONValue] | None = EMPTY,
+        requested_tool_confirmations: Mapping[str, ToolConfirmation] | None = EMPTY,
+        end_of_agent: bool | None = None,
+        agent_state: Mapping[str, JSONValue] | None = None,
     ) -> None:
         # Hand-written for speed (one per emitted event): converters inlined, fields stored on
         # the draft twin (see _Drafts).
@@ -69,6 +99,11 @@ class EventActions:
         draft.requested_auth_configs = (
             _dict(requested_auth_configs) if requested_auth_configs else EMPTY
         )
+        draft.requested_tool_confirmations = (
+            _confirmations(requested_tool_confirmations) if requested_tool_confirmations else EMPTY
+        )
+        draft.end_of_agent = end_of_agent
+        draft.agent_state = None if agent_state is None else _dict(agent_state)
         draft.__class__ = EventActions
 
     def is_empty(self) -> bool:
@@ -80,6 +115,9 @@ class EventActions:
             or self.escalate
             or self.skip_summarization
             or self.requested_auth_configs
+            or self.requested_tool_confirmations
+            or self.end_of_agent is not None
+            or self.agent_state is not None
         )
 
 

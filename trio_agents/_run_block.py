@@ -16,6 +16,7 @@ from ._events import Event, EventActions
 from ._invocation import Invocation
 from ._messages import answered_invocation
 from ._run_stream import RunStream
+from ._tool_confirmation import check_confirmation_answers
 from ._util import without_cancelled
 from .sessions._base import Session, SessionService
 
@@ -98,9 +99,11 @@ class RunBlock:
         )
         if session is None:
             raise SessionNotFoundError(self._session_id)
+        answered = answered_invocation(self._message, session)  # checked before any commit
+        if answered is not None:
+            check_confirmation_answers(self._message, session.events)
         for event in abandoned_call_events(session.events):
             await runner.session_service.append_event(session, event)
-        answered = answered_invocation(self._message, session)
         inv = self._inv = Invocation(runner, session, self._run_config, answered)
         channel = EmitChannel()
         ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=channel)

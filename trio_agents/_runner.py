@@ -27,6 +27,7 @@ from typing import Any, Literal, Self
 import trio
 
 from ._aftermath import ABANDONED_REASON
+from ._app import App
 from ._config import DEFAULT_RUN_CONFIG, RunConfig, StreamingMode
 from ._content import Content
 from ._errors import ConfigurationError
@@ -66,27 +67,35 @@ class Runner:
     ``concurrent_runs`` decides what a second run on a session that has a run in flight does:
     ``"reject"`` raises :class:`~trio_agents.SessionBusyError` at once, ``"queue"`` waits.
     Runs on one session never interleave.
+
+    Give it an :class:`~trio_agents.App` (``Runner(app=app, session_service=...)``: the app
+    name and plugins come from the app), or an agent and an app name
+    (``Runner(agent=..., app_name=..., plugins=...)``); not both.
     """
 
     def __init__(
         self,
         *,
-        agent: BaseAgent,
-        app_name: str,
+        app: App | None = None,
+        agent: BaseAgent | None = None,
+        app_name: str | None = None,
         session_service: SessionService,
         artifact_service: ArtifactService | None = None,
         memory_service: MemoryService | None = None,
-        plugins: Sequence[BasePlugin] = (),
+        plugins: Sequence[BasePlugin] | None = None,
         concurrent_runs: ConcurrentRuns = "reject",
         cleanup_timeout: float = 10.0,
         commit_timeout: float = 60.0,
     ) -> None:
+        agent, app_name, plugins = _runner_parts(app, agent, app_name, plugins)
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner agent must be a BaseAgent, got {agent!r}")
         if concurrent_runs not in ("reject", "queue"):
             raise ConfigurationError(
                 f"concurrent_runs must be 'reject' or 'queue', got {concurrent_runs!r}"
             )
+        self.app = app
+        """The :class:`~trio_agents.App` this Runner runs, or None (built from an agent)."""
         self.agent = agent
         self.app_name = app_name
         self.session_service = session_service
@@ -190,15 +199,44 @@ class Runner:
             await self._toolset_host.leave()
 
 
+def _runner_parts(
+    app: App | None,
+    agent: BaseAgent | None,
+    app_name: str | None,
+    plugins: Sequence[BasePlugin] | None,
+) -> tuple[BaseAgent, str, Sequence[BasePlugin]]:
+    """The root agent, app name and plugins of a Runner, from an app or given one by one."""
+    if app is None:
+        if app_name is None:
+            raise ConfigurationError("Runner needs app=... or both agent=... and app_name=...")
+        if agent is None:
+            raise ConfigurationError(f"Runner for app {app_name!r} needs agent=... (or app=...)")
+        return agent, app_name, plugins or ()
+    if not isinstance(app, App):
+        raise ConfigurationError(f"Runner app must be an App, got {type(app).__name__}")
+    given = [
+        name
+        for name, value in (("agent", agent), ("app_name", app_name), ("plugins", plugins))
+        if value is not None
+    ]
+    if given:
+        raise ConfigurationError(
+            f"Runner got app={app.name!r} and also {', '.join(given)}: the app names its root "
+            "agent, app name and plugins; give either app=... or agent=... with app_name=..."
+        )
+    return app.root_agent, app.name, app.plugins
+
+
 class InMemoryRunner(Runner):
-    """A :class:`Runner` with fresh in-memory services (R-RUN-9)."""
+    """A :class:`Runner` with fresh in-memory services (R-RUN-9), for an agent or an ``app``."""
 
     def __init__(
         self,
-        agent: BaseAgent,
+        agent: BaseAgent | None = None,
         *,
-        app_name: str = "InMemoryRunner",
-        plugins: Sequence[BasePlugin] = (),
+        app_name: str | None = None,
+        plugins: Sequence[BasePlugin] | None = None,
+        app: App | None = None,
         **kwargs: Any,
     ) -> None:
         if "session_service" in kwargs:
@@ -207,7 +245,10 @@ class InMemoryRunner(Runner):
                 "session_service; for another one use Runner(agent=..., app_name=..., "
                 "session_service=...)"
             )
+        if app is None:
+            app_name = app_name or "InMemoryRunner"
         super().__init__(
+            app=app,
             agent=agent,
             app_name=app_name,
             session_service=InMemorySessionService(),

@@ -10,6 +10,8 @@ Rules (ADK-compatible, R-EV-8):
 * bytes are written as URL-safe base64 with padding, as pydantic (and so ADK) writes them;
   both base64 alphabets, padded or not, are accepted on input;
 * ``long_running_tool_ids`` is a sorted list;
+* ``actions.requestedToolConfirmations`` maps call ids to ``{"hint", "confirmed", "payload"}``
+  objects; it is written only when not empty (ADK reads a missing one as empty);
 * unknown fields are ignored at every level; malformed input (bad JSON, ``NaN`` or a number too
   large for a float, a value of the wrong type) raises :class:`~trio_agents.SerializationError`
   naming the path, and so does a value that cannot be written.
@@ -41,6 +43,7 @@ from ._content import (
 )
 from ._errors import SerializationError
 from ._events import _NO_ACTIONS as NO_ACTIONS, Event, EventActions, UsageMetadata
+from ._tool_confirmation import ToolConfirmation
 
 __all__ = [
     "MAX_DEPTH",
@@ -79,6 +82,7 @@ _BYTES_FIELDS = {(Blob, "data"), (Part, "thought_signature")}
 _PAYLOAD_FIELDS = {
     (EventActions, "state_delta"),
     (EventActions, "requested_auth_configs"),
+    (EventActions, "agent_state"),
     (FunctionCall, "args"),
     (FunctionResponse, "response"),
     (Event, "custom_metadata"),
@@ -94,9 +98,11 @@ def _camel(name: str) -> str:
 class _Field:
     name: str
     camel: str
-    kind: str  # "record", "records", "bytes", "payload", "versions", "ids", "plain"
+    kind: str  # "record", "records", "bytes", "payload", "versions", "ids", "confirmations",
+    # "plain"
     record: type | None
     plain: str = ""  # for plain fields: the base type name ("str", "bool", "int", "float")
+    omit_empty: bool = False  # an empty value is not written (as for None)
 
 
 def _field_kind(cls: type, field: attrs.Attribute[Any]) -> tuple[str, type | None]:
@@ -108,6 +114,8 @@ def _field_kind(cls: type, field: attrs.Attribute[Any]) -> tuple[str, type | Non
         return "versions", None
     if cls is Event and field.name == "long_running_tool_ids":
         return "ids", None
+    if cls is EventActions and field.name == "requested_tool_confirmations":
+        return "confirmations", None
     if cls is Content and field.name == "parts":
         return "records", Part
     candidates = (field.type, *typing.get_args(field.type))
@@ -122,7 +130,13 @@ def _fields(cls: type) -> tuple[_Field, ...]:
     if found is None:
         attrs.resolve_types(cls)
         found = tuple(
-            _Field(f.name, _camel(f.name), *_field_kind(cls, f), _base_type(f))
+            _Field(
+                f.name,
+                _camel(f.name),
+                *_field_kind(cls, f),
+                _base_type(f),
+                omit_empty=_field_kind(cls, f)[0] == "confirmations",
+            )
             for f in attrs.fields(cls)
         )
         _FIELDS[cls] = found
@@ -145,7 +159,7 @@ def unstructure(record: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for field in _fields(type(record)):
         value = getattr(record, field.name)
-        if value is None:
+        if value is None or (field.omit_empty and not value):
             continue
         out[field.camel] = _dump_value(field, value)
     return out
@@ -163,6 +177,8 @@ def _dump_value(field: _Field, value: Any) -> Any:
         return sorted(value)
     if kind in {"payload", "versions"}:
         return dict(value)
+    if kind == "confirmations":
+        return {call_id: confirmation.to_dict() for call_id, confirmation in value.items()}
     if field.plain == "float":
         return float(value)  # an int timestamp is written as 1.0, as it reads back
     return value
@@ -286,7 +302,28 @@ def _load_value(field: _Field, raw: Any, where: str) -> Any:
         return dict(raw)
     if kind == "versions":
         return _versions(raw, where)
+    if kind == "confirmations":
+        return _confirmations(raw, where)
     return _plain(raw, field, where)
+
+
+def _confirmations(raw: Any, where: str) -> dict[str, ToolConfirmation]:
+    """Requested tool confirmations: call id -> ``{"hint", "confirmed", "payload"}``."""
+    if not isinstance(raw, Mapping):
+        raise SerializationError(f"{where}: expected an object", path=where)
+    out: dict[str, ToolConfirmation] = {}
+    for call_id, item in raw.items():
+        at = f"{where}[{call_id!r}]"
+        if not isinstance(item, Mapping):
+            raise SerializationError(f"{at}: expected an object", path=at)
+        hint, confirmed = item.get("hint", ""), item.get("confirmed", False)
+        if not isinstance(hint, str) or not isinstance(confirmed, bool):
+            raise SerializationError(
+                f"{at}: expected a str 'hint' and a bool 'confirmed', got {dict(item)!r:.80}",
+                path=at,
+            )
+        out[call_id] = ToolConfirmation(hint=hint, confirmed=confirmed, payload=item.get("payload"))
+    return out
 
 
 def _versions(raw: Any, where: str) -> dict[str, int]:
@@ -574,6 +611,13 @@ def _actions_ok(actions: EventActions) -> bool:
         return False
     if target is not None and not _text_ok(target):
         return False
+    if actions.agent_state is not None and not _storable(actions.agent_state, 2):
+        return False
+    for call_id, confirmation in actions.requested_tool_confirmations.items():
+        if not (_text_ok(call_id) and _text_ok(confirmation.hint)):
+            return False
+        if confirmation.payload is not None and not _storable(confirmation.payload, 3):
+            return False
     return not versions or all(_text_ok(name) for name in versions)
 
 

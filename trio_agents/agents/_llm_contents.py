@@ -17,6 +17,7 @@ import attrs
 
 from .._content import Content, Part
 from .._events import Event
+from .._tool_confirmation import REQUEST_CONFIRMATION
 
 if TYPE_CHECKING:
     from .._context import InvocationContext
@@ -77,6 +78,10 @@ class History:
             return
         if not branch_visible(event.branch, self.branch):
             return
+        if event.long_running_tool_ids or event.author == "user":
+            content = _without_confirmations(content)  # R-LRO-5: never sent to the model
+            if content is None:
+                return
         if event.author in (self.agent, "user"):
             own = self._own_content(event, content)
             if own is not None:
@@ -147,6 +152,21 @@ class History:
                 if index is not None and index < len(self.contents) - 2:
                     return index
         return None
+
+
+def _is_confirmation(part: Part) -> bool:
+    call, response = part.function_call, part.function_response
+    return (call is not None and call.name == REQUEST_CONFIRMATION) or (
+        response is not None and response.name == REQUEST_CONFIRMATION
+    )
+
+
+def _without_confirmations(content: Content) -> Content | None:
+    """``content`` without the confirmation requests and answers (None if nothing is left)."""
+    if not any(_is_confirmation(p) for p in content.parts):
+        return content
+    parts = [p for p in content.parts if not _is_confirmation(p)]
+    return attrs.evolve(content, parts=parts) if parts else None
 
 
 def _as_context(event: Event, content: Content) -> Content:

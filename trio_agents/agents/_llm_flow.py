@@ -31,6 +31,7 @@ from .._events import Event
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._schema import json_schema
+from ._confirmations import confirmation_answers
 from ._instructions import inject_session_state
 from ._llm import LlmAgent
 from ._llm_contents import history_for
@@ -50,10 +51,33 @@ _DECLARE_ONLY = BaseTool.process_llm_request
 async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
     """Run steps until one ends on a final response, a partial event or no event (R-LLM-2)."""
     step = _step_with_toolsets if agent.uses_toolsets else _step
+    if _answers_calls(ctx) and await _rerun_confirmed(agent, ctx):
+        return
     while not ctx.end_invocation:
         last = await step(agent, ctx)
         if last is None or last.partial or last.is_final_response():
             return
+
+
+def _answers_calls(ctx: InvocationContext) -> bool:
+    content = ctx.user_content
+    return content is not None and any(p.function_response is not None for p in content.parts)
+
+
+async def _rerun_confirmed(agent: LlmAgent, ctx: InvocationContext) -> bool:
+    """Run again the calls the user's message confirms or rejects (R-LRO-5); True when the
+    re-run asks for another confirmation, which ends the turn."""
+    calls, confirmations = confirmation_answers(agent, ctx)
+    if not calls:
+        return False
+
+    async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+        return await run_function_calls(agent, ctx, calls, confirmations)
+
+    last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
+    return last is not None and bool(
+        last.long_running_tool_ids or last.actions.requested_tool_confirmations
+    )
 
 
 async def _step_with_toolsets(agent: LlmAgent, ctx: InvocationContext) -> Event | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,8 +22,10 @@ from .._context import EventActionsDraft, InvocationContext
 from .._errors import SerializationError, ToolError
 from .._events import Event, EventActions
 from .._serde import check_json_value, is_json_value
+from .._tool_confirmation import ToolConfirmation
 from .._util import without_cancelled
 from ..tools._base import BaseTool, ToolContext
+from ._confirmations import emit_responses
 
 if TYPE_CHECKING:
     from ..plugins._manager import PluginManager
@@ -36,24 +39,35 @@ NURSERY_MESSAGE = "Exceptions from Trio nursery"
 
 
 async def run_function_calls(
-    agent: LlmAgent, ctx: InvocationContext, calls: list[FunctionCall]
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    calls: list[FunctionCall],
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> Event | None:
     """Run the calls of one model event; emit and return the merged response event (None if
-    there is nothing to answer yet)."""
+    there is nothing to answer yet).
+
+    When tools asked for confirmation, the request event is emitted too and the last event
+    emitted is returned. ``confirmations`` are the user's answers, by call id, for calls that
+    run again after a confirmation request.
+    """
     results: list[_Result | None] = [None] * len(calls)
-    if len(calls) == 1:
+    if len(calls) == 1 and not confirmations:
         failure = await _run_single(agent, ctx, calls[0], results)
-    else:
-        failure = await _run_concurrently(agent, ctx, calls, results)
+    else:  # (a re-run after a confirmation is rare: no need for the lone-call fast path)
+        failure = await _run_concurrently(agent, ctx, calls, results, confirmations)
     response = _merged_event(agent, ctx, calls, results)
-    committed = await ctx.emit(response) if response is not None else None
+    committed = await emit_responses(ctx, calls, response) if response is not None else None
     if failure is not None:
         raise failure
     return committed
 
 
 async def _run_single(
-    agent: LlmAgent, ctx: InvocationContext, call: FunctionCall, results: list[_Result | None]
+    agent: LlmAgent,
+    ctx: InvocationContext,
+    call: FunctionCall,
+    results: list[_Result | None],
 ) -> BaseException | None:
     """One call runs in the agent's own task: no nursery, the same failure as through one.
 
@@ -71,12 +85,13 @@ async def _run_concurrently(
     ctx: InvocationContext,
     calls: list[FunctionCall],
     results: list[_Result | None],
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> BaseException | None:
     """Every call in its own task of one nursery; a failure cancels the siblings."""
     try:
         async with trio.open_nursery() as nursery:
             for index, call in enumerate(calls):
-                nursery.start_soon(_run_call, agent, ctx, call, results, index)
+                nursery.start_soon(_run_call, agent, ctx, call, results, index, confirmations)
     except BaseExceptionGroup as group:
         return without_cancelled(group)
     return None
@@ -88,9 +103,12 @@ async def _run_call(
     call: FunctionCall,
     results: list[_Result | None],
     index: int,
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> None:
     tool = agent.tools_by_name.get(call.name)
     tool_context = ToolContext(ctx, function_call_id=call.id)
+    if confirmations and call.id is not None:
+        tool_context.tool_confirmation = confirmations.get(call.id)
     if tool is None:
         results[index] = (await _unknown(agent, ctx, call, tool_context), tool_context.actions)
         return
@@ -286,6 +304,9 @@ def _has_actions(actions: EventActionsDraft) -> bool:
         actions.state_delta
         or actions.artifact_delta
         or actions.requested_auth_configs
+        or actions.requested_tool_confirmations
+        or actions.agent_state is not None
+        or actions.end_of_agent is not None
         or actions.transfer_to_agent is not None
         or actions.escalate is not None
         or actions.skip_summarization is not None
@@ -298,7 +319,10 @@ def _merge_actions(into: EventActionsDraft, actions: EventActionsDraft) -> None:
     _merge_state(into, actions)
     into.artifact_delta.update(actions.artifact_delta)
     _deep_merge(into.requested_auth_configs, actions.requested_auth_configs)
-    for name in ("transfer_to_agent", "escalate", "skip_summarization"):
+    into.requested_tool_confirmations.update(actions.requested_tool_confirmations)
+    if actions.agent_state is not None:
+        into.agent_state = actions.agent_state
+    for name in ("transfer_to_agent", "escalate", "skip_summarization", "end_of_agent"):
         value = getattr(actions, name)
         if value is not None:
             setattr(into, name, value)

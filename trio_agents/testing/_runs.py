@@ -93,8 +93,9 @@ def normalize(events: Sequence[Event]) -> list[dict[str, Any]]:
     Timestamps are dropped; event ids, invocation ids and function-call ids become ``<id-1>``,
     ``<invocation-1>``, ``<call-1>``, ... in order of first appearance, so the structure stays:
     two events of one invocation share ``<invocation-1>``, and a response (or a long-running id,
-    or a ``requestedAuthConfigs`` key) names the same ``<call-N>`` as its call. Everything else
-    is ADK's JSON form (``Event.to_dict()``).
+    a ``requestedAuthConfigs`` or ``requestedToolConfirmations`` key, or the original call in a
+    confirmation request) names the same ``<call-N>`` as its call. Everything else is ADK's JSON
+    form (``Event.to_dict()``).
     """
     names: dict[tuple[str, str], str] = {}
     counts: dict[str, int] = {}
@@ -117,12 +118,20 @@ def normalize(events: Sequence[Event]) -> list[dict[str, Any]]:
             for field in ("functionCall", "functionResponse"):
                 if field in part and "id" in part[field]:
                     part[field]["id"] = rename("call", part[field]["id"])
+            original = part.get("functionCall", {}).get("args", {}).get("originalFunctionCall")
+            if isinstance(original, dict) and isinstance(original.get("id"), str):
+                original["id"] = rename("call", original["id"])  # a confirmation request
         if "longRunningToolIds" in data:
             data["longRunningToolIds"] = [rename("call", i) for i in data["longRunningToolIds"]]
         auth = data.get("actions", {}).get("requestedAuthConfigs")
         if auth:  # keyed by the id of the call that asked for credentials
             data["actions"]["requestedAuthConfigs"] = {
                 rename("call", key): value for key, value in auth.items()
+            }
+        asked = data.get("actions", {}).get("requestedToolConfirmations")
+        if asked:  # keyed by the id of the call that asked for confirmation
+            data["actions"]["requestedToolConfirmations"] = {
+                rename("call", key): value for key, value in asked.items()
             }
         out.append(data)
     return out

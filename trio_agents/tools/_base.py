@@ -6,6 +6,8 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 from .._context import CallbackContext, EventActionsDraft, InvocationContext
+from .._errors import ConfigurationError
+from .._tool_confirmation import ToolConfirmation
 from .._util import check_timeout
 
 if TYPE_CHECKING:
@@ -19,9 +21,12 @@ class ToolContext(CallbackContext):
 
     Every call of a model turn gets its own ``ToolContext``; their actions merge, in call order,
     into the function-response event.
+
+    ``tool_confirmation`` is the user's answer when the call runs again after a confirmation
+    request (None otherwise).
     """
 
-    __slots__ = ("function_call_id",)
+    __slots__ = ("function_call_id", "tool_confirmation")
 
     def __init__(
         self,
@@ -29,9 +34,30 @@ class ToolContext(CallbackContext):
         *,
         function_call_id: str | None = None,
         actions: EventActionsDraft | None = None,
+        tool_confirmation: ToolConfirmation | None = None,
     ) -> None:
         super().__init__(ctx, actions)
         self.function_call_id = function_call_id
+        self.tool_confirmation = tool_confirmation
+
+    def request_confirmation(self, *, hint: str | None = None, payload: Any = None) -> None:
+        """Ask the user to approve this call; it runs again with the answer.
+
+        After the tool returns, the agent emits a long-running ``adk_request_confirmation`` call
+        for it and ends its turn; the client's answer (``{"confirmed": bool, "payload": ...}``)
+        re-runs this call with :attr:`tool_confirmation` set. What the tool returns now is its
+        provisional response.
+
+        Raises:
+            ConfigurationError: the context belongs to no function call.
+        """
+        if not self.function_call_id:
+            raise ConfigurationError(
+                "request_confirmation needs a function call: it works only in a tool's context"
+            )
+        self.actions.requested_tool_confirmations[self.function_call_id] = ToolConfirmation(
+            hint=hint or "", payload=payload
+        )
 
 
 class BaseTool(abc.ABC):

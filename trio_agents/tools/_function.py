@@ -18,6 +18,7 @@ from .._context import CallbackContext
 from .._errors import ConfigurationError
 from ..models._base import FunctionDeclaration
 from ._base import BaseTool, ToolContext
+from ._confirm import ConfirmationRule
 from ._schema import json_schema
 
 __all__ = ["FunctionTool", "LongRunningFunctionTool"]
@@ -83,6 +84,11 @@ class FunctionTool(BaseTool):
     event loop, except those that take a :class:`ToolContext`: they run on the Trio thread, so
     a read-modify-write of ``tool_context.state`` is atomic with respect to every other branch
     (make such a tool ``async``, or keep its blocking work out of it, if it is slow).
+
+    ``require_confirmation`` (a bool, or a sync or async callable of the tool's arguments that
+    returns one) makes a call wait for the user's approval: the call first answers the model
+    with a provisional error and asks for a confirmation; the user's answer runs it again, and
+    only an approval runs the function (a rejection tells the model the tool did not run).
     """
 
     def __init__(
@@ -93,10 +99,12 @@ class FunctionTool(BaseTool):
         description: str | None = None,
         is_long_running: bool = False,
         timeout: float | None = None,
+        require_confirmation: bool | Callable[..., Any] = False,
     ) -> None:
         if not callable(func):
             raise ConfigurationError(f"FunctionTool needs a callable, got {func!r}")
         tool_name: str = name or getattr(func, "__name__", "") or ""
+        self.confirmation = ConfirmationRule(tool_name, require_confirmation)
         super().__init__(
             name=tool_name,
             description=description if description is not None else inspect.getdoc(func) or "",
@@ -152,6 +160,8 @@ class FunctionTool(BaseTool):
             kwargs = self._arguments(args)
         except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
             return {"error": f"Invoking `{self.name}()` failed: invalid arguments: {exc}"}
+        if self.confirmation and (gated := await self.confirmation.gate(kwargs, tool_context)):
+            return gated
         if self._context_param is not None:
             kwargs[self._context_param] = tool_context
         if self._is_async:

@@ -1,0 +1,20 @@
+# ruff: file-ignore[line-too-long]
+"""A confirmation flow as google-adk 2.13.0 stores it (one JSON object per event).
+
+Written by an ADK ``InMemoryRunner`` running an ``LlmAgent`` named ``assistant`` with a scripted
+model and ``FunctionTool(refund, require_confirmation=True)``: "refund 250", the model calls
+``refund``, then the user approves; each stored event dumped with
+``event.model_dump_json(by_alias=True, exclude_none=True)``.
+"""
+
+from __future__ import annotations
+
+ADK_CONFIRMATION_FLOW: list[str] = [
+    '{"content":{"parts":[{"text":"refund 250"}],"role":"user"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"user","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":""},"id":"e94ac5c5-89ba-4fec-97f6-3b9c9f02308b","timestamp":1795701068.700961}',
+    '{"content":{"parts":[{"functionCall":{"id":"adk-ab6e9beb-5662-4c7c-ac6b-1540dbb28919","args":{"amount":250},"name":"refund"}}],"role":"model"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"assistant","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":"assistant@1"},"longRunningToolIds":[],"id":"9f71b90c-38da-40f6-82cd-b97974937fec","timestamp":1795701068.8440654}',
+    '{"content":{"parts":[{"functionCall":{"id":"adk-be0d2ba5-df75-4543-b868-a4320f5b7f77","args":{"originalFunctionCall":{"id":"adk-ab6e9beb-5662-4c7c-ac6b-1540dbb28919","args":{"amount":250},"name":"refund"},"toolConfirmation":{"hint":"Please approve or reject the tool call refund() by responding with a FunctionResponse with an expected ToolConfirmation payload.","confirmed":false}},"name":"adk_request_confirmation"}}],"role":"model"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"assistant","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":"assistant@1"},"longRunningToolIds":["adk-be0d2ba5-df75-4543-b868-a4320f5b7f77"],"id":"60daede7-018d-471d-a5a9-2fa0b8f1cce3","timestamp":1795701068.8551788}',
+    '{"content":{"parts":[{"functionResponse":{"id":"adk-ab6e9beb-5662-4c7c-ac6b-1540dbb28919","name":"refund","response":{"error":"This tool call requires confirmation, please approve or reject."}}}],"role":"user"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"assistant","actions":{"skipSummarization":true,"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{"adk-ab6e9beb-5662-4c7c-ac6b-1540dbb28919":{"hint":"Please approve or reject the tool call refund() by responding with a FunctionResponse with an expected ToolConfirmation payload.","confirmed":false}}},"nodeInfo":{"path":"assistant@1"},"id":"4273e650-6699-48cd-b60e-35756133dbc7","timestamp":1795701068.8547337}',
+    '{"content":{"parts":[{"functionResponse":{"id":"adk-be0d2ba5-df75-4543-b868-a4320f5b7f77","name":"adk_request_confirmation","response":{"confirmed":true}}}],"role":"user"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"user","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":""},"id":"cc9f1f36-42f4-4440-a287-b3b09e588bba","timestamp":1795701068.858953}',
+    '{"content":{"parts":[{"functionResponse":{"id":"adk-ab6e9beb-5662-4c7c-ac6b-1540dbb28919","name":"refund","response":{"refunded":250}}}],"role":"user"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"assistant","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":"assistant@1"},"id":"40ce2e4c-70ef-4efd-aa5d-e82e75869384","timestamp":1795701068.8642912}',
+    '{"content":{"parts":[{"text":"done"}],"role":"model"},"invocationId":"e-b6b97122-b235-454d-9ab6-59e516d964d7","author":"assistant","actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{}},"nodeInfo":{"path":"assistant@1"},"id":"b5330068-5c10-4650-b5db-d6f521fcebb0","timestamp":1795701068.866227}',
+]
