@@ -115,7 +115,7 @@ class Invocation:
         """Commit without a checkpoint (only when :attr:`commits_inline`)."""
         if event.partial:
             return event
-        if event.actions.state_delta:
+        if self._clock is not None and event.actions.state_delta:
             event = self._settled(event)
         committed = self.runner.session_service.append_event_nowait(self.session, event)
         if committed.content is not None:

@@ -613,12 +613,19 @@ def _actions_ok(actions: EventActions) -> bool:
         return False
     if actions.agent_state is not None and not _storable(actions.agent_state, 2):
         return False
-    for call_id, confirmation in actions.requested_tool_confirmations.items():
+    confirmations = actions.requested_tool_confirmations
+    if confirmations and not _confirmations_ok(confirmations):
+        return False
+    return not versions or all(_text_ok(name) for name in versions)
+
+
+def _confirmations_ok(confirmations: Mapping[str, ToolConfirmation]) -> bool:
+    for call_id, confirmation in confirmations.items():
         if not (_text_ok(call_id) and _text_ok(confirmation.hint)):
             return False
         if confirmation.payload is not None and not _storable(confirmation.payload, 3):
             return False
-    return not versions or all(_text_ok(name) for name in versions)
+    return True
 
 
 def _content_ok(content: Content) -> bool:
