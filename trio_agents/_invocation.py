@@ -17,7 +17,7 @@ import trio
 from . import _aftermath
 from ._aftermath import OpenCall
 from ._emit_channel import BARRIER, EmitChannel
-from ._errors import PluginError
+from ._errors import LlmCallLimitError, PluginError
 from ._events import Event
 from ._ids import new_invocation_id
 from ._state import WriteClock
@@ -99,8 +99,6 @@ class Invocation:
 
     def count_llm_call(self, agent: str) -> None:
         """Count one model call, or raise :class:`~trio_agents.LlmCallLimitError` (R-RUN-10)."""
-        from ._errors import LlmCallLimitError
-
         limit = self.run_config.max_llm_calls
         if limit > 0 and self.llm_calls >= limit:
             raise LlmCallLimitError(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import json
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,6 @@ from .._tool_confirmation import REQUEST_CONFIRMATION
 
 if TYPE_CHECKING:
     from .._context import InvocationContext
-    from ._base import BaseAgent
 
 __all__ = ["branch_visible", "history_for"]
 
@@ -192,7 +190,8 @@ HISTORY_CACHE_SIZE = 1024
 """How many (session, branch) histories one LLM agent keeps between invocations (LRU)."""
 
 HistoryCache = collections.OrderedDict[tuple[str, str, str, str | None], History]
-_CACHES: weakref.WeakKeyDictionary[BaseAgent, HistoryCache] = weakref.WeakKeyDictionary()
+_CACHE_ATTR = "_llm_history_cache"
+"""Where an LLM agent keeps its histories (an attribute of the agent, found in one dict read)."""
 
 
 def history_for(ctx: InvocationContext) -> History:
@@ -203,9 +202,10 @@ def history_for(ctx: InvocationContext) -> History:
     (another store, a recreated session) starts over (:meth:`History.update`).
     """
     agent = ctx.agent
-    cache = _CACHES.get(agent)
+    cache: HistoryCache | None = vars(agent).get(_CACHE_ATTR)
     if cache is None:
-        cache = _CACHES[agent] = collections.OrderedDict()
+        cache = collections.OrderedDict()
+        setattr(agent, _CACHE_ATTR, cache)
     session = ctx.session
     key = (session.app_name, session.user_id, session.id, ctx.branch)
     history = cache.pop(key, None)
