@@ -186,7 +186,11 @@ class Invocation:
         """
         ended = False
         try:
-            await self._run_root(ctx)
+            try:
+                with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
+                    await self._run_agents(ctx)
+            except Exception as exc:
+                self.agent_failure = exc  # reported after its error event is delivered
             ended = self.agent_failure is None and not self.cancel_scope.cancelled_caught
         finally:  # also when a scope around the run is cancelled
             try:
@@ -196,19 +200,15 @@ class Invocation:
             finally:  # closes without a checkpoint, so a cancellation cannot mask an error
                 channel.close_send()
 
-    async def _run_root(self, ctx: InvocationContext) -> None:
-        try:
-            with self.cancel_scope:  # the agents only: the consumer's block is not cancelled
-                toolsets = self.runner._toolset_host.for_invocation()
-                if toolsets is None:
-                    await self._run_agents(ctx)
-                else:  # the toolsets' connections live in this scope (or the Runner's)
-                    async with toolsets:
-                        await self._run_agents(ctx)
-        except Exception as exc:
-            self.agent_failure = exc  # reported after its error event is delivered
-
     async def _run_agents(self, ctx: InvocationContext) -> None:
+        toolsets = self.runner._toolset_host.for_invocation()
+        if toolsets is not None:  # the toolsets' connections live in this scope (or the Runner's)
+            async with toolsets:
+                await self._run_root_agent(ctx)
+        else:
+            await self._run_root_agent(ctx)
+
+    async def _run_root_agent(self, ctx: InvocationContext) -> None:
         plugins = self.runner.plugin_manager
         content = await plugins.before_run(ctx) if plugins else None
         if content is not None:
@@ -238,6 +238,8 @@ class Invocation:
         Each event is committed through the consumer like any other (``on_event`` plugins
         included); once the consumer is gone, the rest is stored only.
         """
+        if ended and not self.open_calls and self.agent_failure is None:
+            return  # the common end: nothing in flight, nothing to close (no scope to open)
         with trio.move_on_after(self.runner.cleanup_timeout, shield=True):
             deliver = ended or await _barrier(channel)
             if not (self.open_calls or self.agent_failure is not None):

@@ -479,7 +479,7 @@ def _storable(value: object, depth: int) -> bool:
     """The fast test of :func:`check_storable` (no paths built, no generators)."""
     kind = type(value)
     if kind is str:
-        return _text_ok(value)  # type: ignore[arg-type]
+        return value.isascii() or _text_ok(value)  # type: ignore[attr-defined, arg-type]
     if kind is int or kind is bool or value is None:
         return True
     if kind is float:
@@ -594,7 +594,17 @@ def _rest_ok(event: Event) -> bool:
     if metadata and not _storable(metadata, 1):
         return False
     actions = event.actions
-    if actions is not NO_ACTIONS and not _actions_ok(actions):
+    if (
+        actions is not NO_ACTIONS  # payloads besides the delta are checked (inline reads first)
+        and (
+            actions.requested_auth_configs
+            or actions.transfer_to_agent is not None
+            or actions.artifact_delta
+            or actions.agent_state is not None
+            or actions.requested_tool_confirmations
+        )
+        and not _actions_ok(actions)
+    ):
         return False
     ids = event.long_running_tool_ids
     return not ids or all(_text_ok(i) for i in ids)
@@ -630,12 +640,13 @@ def _confirmations_ok(confirmations: Mapping[str, ToolConfirmation]) -> bool:
 
 def _content_ok(content: Content) -> bool:
     """Parts sit at depth 3 of an event (event, content, parts list, part)."""
-    if content.role is not None and not _text_ok(content.role):
+    role = content.role
+    if role is not None and not (role.isascii() or _text_ok(role)):
         return False
     for part in content.parts:
         text = part.text
         if text is not None:
-            if not _text_ok(text):
+            if not (text.isascii() or _text_ok(text)):
                 return False
             continue
         call = part.function_call or part.function_response
@@ -644,7 +655,10 @@ def _content_ok(content: Content) -> bool:
                 return False
             continue
         payload = call.args if isinstance(call, FunctionCall) else call.response
-        if not (_text_ok(call.name) and (call.id is None or _text_ok(call.id))):
+        name, call_id = call.name, call.id
+        if not (name.isascii() or _text_ok(name)):
+            return False
+        if call_id is not None and not (call_id.isascii() or _text_ok(call_id)):
             return False
         if payload and not _storable(payload, 5):
             return False

@@ -160,16 +160,17 @@ class BaseAgent:
         """
         agent: BaseAgent | None = self
         while agent is not None:
-            agent = await agent._run_once(parent_ctx)
+            ctx = parent_ctx.for_agent(agent)
+            if agent.timeout is None:
+                agent = await agent._run_steps(ctx)
+            else:
+                agent = await agent._run_within(agent.timeout, ctx)
 
-    async def _run_once(self, parent_ctx: InvocationContext) -> BaseAgent | None:
-        ctx = parent_ctx.for_agent(self)
-        if self.timeout is None:
-            return await self._run_steps(ctx)
-        with trio.move_on_after(self.timeout):
+    async def _run_within(self, seconds: float, ctx: InvocationContext) -> BaseAgent | None:
+        with trio.move_on_after(seconds):
             return await self._run_steps(ctx)
         # Only reached when the deadline cancelled the steps (their cleanup has run).
-        error = AgentTimeoutError(agent=self.name, seconds=self.timeout)
+        error = AgentTimeoutError(agent=self.name, seconds=seconds)
         await self._report_failure(ctx, error)
         raise error
 
