@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from trio_agents import Content, Event, EventActions, UsageMetadata
+from trio_agents import Content, Event, EventActions, ToolConfirmation, UsageMetadata
 from trio_agents._content import EMPTY, FrozenDict
 
 SAMPLES: dict[str, Any] = {
@@ -39,6 +39,9 @@ SAMPLES: dict[str, Any] = {
     "escalate": True,
     "skip_summarization": False,
     "requested_auth_configs": {"c": {"x": 1}},
+    "requested_tool_confirmations": {"adk-1": ToolConfirmation(hint="ok?")},
+    "end_of_agent": True,
+    "agent_state": {"step": 2},
 }
 
 

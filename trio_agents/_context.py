@@ -16,7 +16,7 @@ import attrs
 
 from ._content import EMPTY, Content, Part
 from ._emit_channel import EmitChannel
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, LlmCallLimitError
 from ._events import Event, EventActions, replace, stamped
 from ._ids import new_function_call_id
 from ._state import State, Watched, WriteClock, collect_mutations
@@ -260,7 +260,14 @@ class InvocationContext:
     def increment_llm_call_count(self) -> None:
         """Count one model call of the running agent; raises
         :class:`~trio_agents.LlmCallLimitError` when ``RunConfig.max_llm_calls`` is reached."""
-        self._invocation.count_llm_call(self.agent.name)
+        inv = self._invocation
+        limit = inv.run_config.max_llm_calls
+        if limit > 0 and inv.llm_calls >= limit:
+            raise LlmCallLimitError(
+                f"max_llm_calls={limit} reached: agent {self.agent.name!r} would make call "
+                f"{inv.llm_calls + 1} in invocation {inv.invocation_id}"
+            )
+        inv.llm_calls += 1
 
     @property
     def plugin_manager(self) -> PluginManager:
@@ -369,10 +376,10 @@ class InvocationContext:
             changes["actions"] = pending.merged_into(event.actions)
             self._actions = None
         content = event.content
-        if content is not None:
-            identified = with_call_ids(content)
-            if identified is not content:
-                changes["content"] = identified
+        if content is not None and any(
+            p.function_call is not None and not p.function_call.id for p in content.parts
+        ):
+            changes["content"] = with_call_ids(content)
         return replace(event, changes) if changes else event
 
 

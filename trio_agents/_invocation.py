@@ -17,7 +17,7 @@ import trio
 from . import _aftermath
 from ._aftermath import OpenCall
 from ._emit_channel import BARRIER, EmitChannel
-from ._errors import LlmCallLimitError, PluginError
+from ._errors import PluginError
 from ._events import Event
 from ._ids import new_invocation_id
 from ._state import WriteClock
@@ -96,16 +96,6 @@ class Invocation:
     def record_failure(self, exc: BaseException, agent: str, branch: str | None) -> None:
         """Remember where ``exc`` first failed (the innermost agent), for its error event."""
         self.failure_sites.setdefault(id(exc), (exc, agent, branch))
-
-    def count_llm_call(self, agent: str) -> None:
-        """Count one model call, or raise :class:`~trio_agents.LlmCallLimitError` (R-RUN-10)."""
-        limit = self.run_config.max_llm_calls
-        if limit > 0 and self.llm_calls >= limit:
-            raise LlmCallLimitError(
-                f"max_llm_calls={limit} reached: agent {agent!r} would make call "
-                f"{self.llm_calls + 1} in invocation {self.invocation_id}"
-            )
-        self.llm_calls += 1
 
     # -- consumer side: commit ------------------------------------------------------------------
 

@@ -284,8 +284,9 @@ async def _generate(
     agent: LlmAgent, ctx: InvocationContext, cc: CallbackContext | None, request: LlmRequest
 ) -> LlmResponse | None:
     model = agent.canonical_model
-    idle = ctx.run_config.model_idle_timeout
-    if ctx.run_config.streaming_mode is not StreamingMode.SSE:
+    config = ctx.run_config
+    idle = config.model_idle_timeout
+    if config.streaming_mode is not StreamingMode.SSE:
         if idle is None:
             response = await model.generate(request)
         else:

@@ -57,7 +57,12 @@ async def run_function_calls(
     else:  # (a re-run after a confirmation is rare: no need for the lone-call fast path)
         failure = await _run_concurrently(agent, ctx, calls, results, confirmations)
     response = _merged_event(agent, ctx, calls, results)
-    committed = await emit_responses(ctx, calls, response) if response is not None else None
+    if response is None:
+        committed = None
+    elif response.actions.requested_tool_confirmations:
+        committed = await emit_responses(ctx, calls, response)
+    else:  # the common case, one frame less
+        committed = await ctx.emit(response)
     if failure is not None:
         raise failure
     return committed
@@ -115,7 +120,9 @@ async def _run_call(
     args = _copied_args(call)  # R-TOOL-1: callbacks and tool share this copy
     if ctx.plugin_manager or _has_tool_hooks(agent):
         result = await _ToolCall(agent, ctx.plugin_manager, tool, args, tool_context).invoke()
-    else:  # nothing to consult: the tool alone
+    elif tool.timeout is None:  # nothing to consult: the tool alone
+        result = await tool.run_async(args=args, tool_context=tool_context)
+    else:
         result = await call_tool(tool, args, tool_context)
     if tool.is_long_running and not result:
         return  # R-TOOL-2.5: no response part yet

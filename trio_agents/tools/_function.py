@@ -160,7 +160,10 @@ class FunctionTool(BaseTool):
             kwargs = self._arguments(args)
         except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
             return {"error": f"Invoking `{self.name}()` failed: invalid arguments: {exc}"}
-        if self.confirmation and (gated := await self.confirmation.gate(kwargs, tool_context)):
+        confirmation = self.confirmation
+        if confirmation.rule is not False and (
+            gated := await confirmation.gate(kwargs, tool_context)
+        ):
             return gated
         if self._context_param is not None:
             kwargs[self._context_param] = tool_context
