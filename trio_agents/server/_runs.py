@@ -34,6 +34,7 @@ from .._errors import (
 )
 from .._runner import RunConfig, Runner, StreamingMode
 from ..sessions import GetSessionConfig
+from ._cluster import CANCEL_REASON, RemoteEnd
 from ._core import ServerCore
 from ._http import (
     BodyLimits,
@@ -151,11 +152,12 @@ class RunRoutes:
         key = session_key(self.core, request)
         invocation_id = request.path_params["invocation_id"]
         live = self.core.live.get(key)
-        if live is None or live.invocation_id != invocation_id or live.terminal is not None:
+        if live is not None and live.invocation_id == invocation_id and live.terminal is None:
+            live.cancel(CANCEL_REASON)
+        elif live is not None or not await self.core.cluster.cancel_elsewhere(key, invocation_id):
             raise HTTPError(
                 404, f"no run with invocation id {invocation_id} is in flight on session {key[2]}"
             )
-        live.cancel("run cancelled through the API")
         return json_response({"invocationId": invocation_id, "status": "cancelling"}, 202)
 
     async def follow_events(self, request: Request) -> Response:
@@ -178,6 +180,12 @@ def session_key(core: ServerCore, request: Request) -> SessionKey:
     core.runner(params["app_name"])
     return (params["app_name"], params["user_id"], params["session_id"])
 
+
+REMOTE_POLL = 0.1
+"""Seconds between reads of the store while following a run of another process."""
+REMOTE_END_WAIT = 2.0
+"""Seconds a follower waits for the announced end of a run whose lease was released (a process
+that died announces nothing: then the terminal frame is ``done``)."""
 
 _MAX_SEQ_DIGITS = 18
 """Event sequence numbers fit in 18 digits (a signed 64-bit integer has 19)."""
@@ -505,11 +513,16 @@ async def follow(
 
 async def _follow(core: ServerCore, key: SessionKey, after: int, send: Sink) -> None:
     live = core.live.get(key)
-    index = 0 if live is None else live.count
-    last, invocation_id = await _replay(core, key, after, send)
     if live is None:
-        await send(core.outcomes.get(key) or terminal_frame("done", invocation_id))
-        return
+        with core.cluster.watch(key) as remote:  # watching first: no end goes unnoticed
+            if await core.cluster.in_flight_elsewhere(key):
+                await _follow_elsewhere(core, key, after, remote, send)
+                return
+            last, invocation_id = await _replay(core, key, after, send)
+            await send(core.outcomes.get(key) or terminal_frame("done", invocation_id))
+            return
+    index = live.count
+    last, invocation_id = await _replay(core, key, after, send)
     while True:
         start, frames = live.frames_since(index)
         if start > index:  # fell behind the log: the store has every committed event
@@ -530,6 +543,27 @@ async def _follow(core: ServerCore, key: SessionKey, after: int, send: Sink) -> 
             await send(live.terminal)
             return
         await live.wait_changed()
+
+
+async def _follow_elsewhere(
+    core: ServerCore, key: SessionKey, after: int, remote: RemoteEnd, send: Sink
+) -> None:
+    """Follow a run another process holds the lease for: its events as they are stored, then
+    the terminal frame it announces (committed events only: partial chunks are not stored)."""
+    last, invocation_id = await _replay(core, key, after, send)
+    while not remote.ended.is_set():
+        with trio.move_on_after(REMOTE_POLL):
+            await remote.ended.wait()
+        if remote.ended.is_set():
+            break
+        last, invocation_id = await _replay(core, key, last, send)
+        if not await core.cluster.in_flight_elsewhere(key):  # ended: its announcement follows
+            with trio.move_on_after(REMOTE_END_WAIT):
+                await remote.ended.wait()
+            break
+    last, invocation_id = await _replay(core, key, last, send)
+    ending = remote.frame or core.outcomes.get(key)
+    await send(ending or terminal_frame("done", invocation_id))
 
 
 async def _replay(
