@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, cast
 
 import pytest
 import trio
+import trio.lowlevel
+from hypothesis import given, settings, strategies as st
+from trio.testing import MockClock
 
 from tests.pg_cluster import ensure_cluster
+from trio_agents import Event
+from trio_agents.artifacts import InMemoryArtifactService
 from trio_agents.server._cluster import (
     CANCEL_REASON,
     MAX_MESSAGE,
@@ -18,7 +24,8 @@ from trio_agents.server._cluster import (
     cluster_of,
 )
 from trio_agents.server._core import ServerCore
-from trio_agents.server._live import terminal_frame
+from trio_agents.server._live import Frame, terminal_frame
+from trio_agents.server._runs import follow
 from trio_agents.sessions import InMemorySessionService
 from trio_agents.sessions._postgres import PostgresSessionService
 
@@ -115,3 +122,75 @@ async def test_a_server_alone_sees_no_run_elsewhere(dsn: str) -> None:
     assert not await alone.cancel_elsewhere(KEY, "e-1")
     async with PostgresSessionService(dsn) as service:
         assert isinstance(cluster_of(service), PostgresCluster)
+
+
+# -- following a run of another process, under many schedules ----------------------------------
+
+
+class LeaseFlag:
+    """Stands for the database: whether the other process holds the session's lease."""
+
+    def __init__(self) -> None:
+        self.held = True
+
+    async def lease_held(self, **key: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        return self.held
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_module=st.random_module(),
+    events=st.integers(1, 6),  # a run stores its user message first
+    already=st.integers(0, 2),
+    after=st.integers(0, 9),
+    pauses=st.lists(st.sampled_from([0, 0, 0.05, 0.1, 0.3]), min_size=9, max_size=9),
+    ending=st.sampled_from(["done", "cancelled", "error", None]),  # None: the process died
+)
+def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
+    random_module: Any,
+    events: int,
+    already: int,
+    after: int,
+    pauses: list[float],
+    ending: str | None,
+) -> None:
+    async def main() -> list[Frame]:
+        store = InMemorySessionService()
+        session = await store.create_session(app_name="app", user_id="u", session_id="s")
+        for i in range(already):
+            await store.append_event(session, Event(author="user", invocation_id=f"e-{i}"))
+        flag = LeaseFlag()
+        cluster = PostgresCluster(cast(PostgresSessionService, flag))
+        core = ServerCore({}, session_service=store, artifact_service=InMemoryArtifactService(),
+                          memory_service=None, plugins=(), max_detached_runs=1,
+                          cleanup_timeout=1, cluster=cluster)  # fmt: skip
+        out, received = trio.open_memory_channel[Frame](math.inf)
+
+        async def other_process() -> None:
+            for i in range(events):
+                await trio.sleep(pauses[i])
+                await store.append_event(session, Event(author="a", invocation_id="e-run"))
+            await trio.sleep(pauses[6])
+            flag.held = False  # the lease goes first, then the announcement
+            await trio.sleep(pauses[7])
+            if ending is not None:
+                frame = terminal_frame(ending, "e-run")  # type: ignore[arg-type]
+                cluster._ended_there(core, KEY, frame)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other_process)
+            await trio.sleep(pauses[8] / 10)
+            await follow(core, KEY, after, out)
+        return [frame async for frame in received]
+
+    frames = trio.run(main, clock=MockClock(autojump_threshold=0))
+    total = already + events
+    body, end = frames[:-1], frames[-1]
+    assert [f.seq for f in body] == list(range(after + 1, total + 1))
+    assert all(f.kind == "event" for f in body)
+    assert end.terminal
+    if ending is not None:
+        assert end == terminal_frame(ending, "e-run")  # type: ignore[arg-type]
+    else:
+        assert end.kind == "done"

@@ -43,6 +43,9 @@ PENDING_CANCELS = 1024
 MAX_MESSAGE = 7000
 """Bytes of a message at most (PostgreSQL's limit is 8000); longer error texts are cut."""
 CANCEL_REASON = "run cancelled through the API"
+END_WAIT = 2.0
+"""Seconds a follower waits for the announced end of a run of another process that released its
+lease (a process that died announces nothing: its followers then end with ``done``)."""
 
 
 @attrs.define(eq=False)
@@ -55,6 +58,9 @@ class RemoteEnd:
 
 class LocalCluster:
     """One process alone: no run is ever in flight elsewhere."""
+
+    end_wait = 0.0
+    """Seconds a follower waits for another process to announce how a run ended."""
 
     async def serve(
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -86,6 +92,8 @@ class LocalCluster:
 
 class PostgresCluster(LocalCluster):
     """Processes sharing a :class:`~trio_agents.sessions.PostgresSessionService`'s database."""
+
+    end_wait = END_WAIT
 
     def __init__(self, service: PostgresSessionService) -> None:
         self._service = service
