@@ -143,3 +143,29 @@ def test_a_late_follower_on_another_process_gets_the_announced_end(
                 break
             time.sleep(0.1)
     assert last == ending
+
+
+def test_turns_round_robin_over_the_processes_are_never_refused(servers: list[Served]) -> None:
+    """Each turn goes to the next process: the previous turn's lock is always free, every
+    process stores what its client received, and any process replays the whole session."""
+    clients = [httpx.Client(base_url=s.url, timeout=TIMEOUT) for s in servers]
+    with contextlib.ExitStack() as stack:
+        for client in clients:
+            stack.enter_context(client)
+        fanout = "/apps/fanout/users/u/sessions"
+        session_id = clients[0].post(fanout, json={}).json()["id"]
+        received: list[str] = []
+        for turn in range(12):
+            body = {**run_body(session_id), "appName": "fanout"}
+            response = clients[turn % 3].post("/run_sse", json=body)
+            assert response.status_code == 200, (turn, response.text)
+            got = list(frames(response))
+            assert got[-1][0] == "done"
+            received += [f[2]["id"] for f in got[:-1] if not f[2].get("partial")]
+        for client in clients:
+            stored = client.get(f"{fanout}/{session_id}").json()["events"]
+            replay = list(frames(client.get(f"{fanout}/{session_id}/events")))
+            assert [f[2]["id"] for f in replay[:-1]] == [event["id"] for event in stored]
+            assert replay[-1][0] == "done"
+    agent_events = [event["id"] for event in stored if event["author"] != "user"]
+    assert received == agent_events
