@@ -573,20 +573,22 @@ async def _follow_elsewhere(
 ) -> None:
     """Follow a run another process holds the lease for: its events as they are stored, then
     the terminal frame it announces (committed events only: partial chunks are not stored)."""
-    last, newest = await _replay(core, key, after, send)
+    last, _ = await _replay(core, key, after, send)
     while not remote.ended.is_set():
         with trio.move_on_after(REMOTE_POLL):
             await remote.ended.wait()
         if remote.ended.is_set():
             break
-        last, newest = await _replay(core, key, last, send)
+        last, _ = await _replay(core, key, last, send)
         if not await core.cluster.in_flight_elsewhere(key):  # ended: its announcement follows
             with trio.move_on_after(core.cluster.end_wait):
                 await remote.ended.wait()
             break
-    last, newest = await _replay(core, key, last, send)
-    ending = remote.frame or core.outcomes.get(key)
-    await send(ending or terminal_frame("done", None if newest is None else newest.invocation_id))
+    _, newest = await _replay(core, key, last, send)
+    invocation_id = None if newest is None else newest.invocation_id
+    known = core.outcomes.get(key)  # a process that died announced nothing: an older outcome
+    ending = remote.frame or (known if _ends(known, invocation_id) else None)
+    await send(ending or terminal_frame("done", invocation_id))
 
 
 async def _replay(
