@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..sessions._postgres import PostgresSessionService
     from ._core import ServerCore
 
-__all__ = ["LocalCluster", "PostgresCluster", "RemoteEnd", "cluster_of"]
+__all__ = ["CANCEL_REASON", "END_WAIT", "cluster_of"]
 
 logger = logging.getLogger("trio_agents.server")
 
