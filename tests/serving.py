@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = "tests/cli_apps"
@@ -80,3 +81,14 @@ def served(
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=timeout)
+
+
+def postgres_uri() -> str:
+    """The test cluster's DSN (a fresh schema) as the ``postgresql://`` URI the CLI takes."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.pg_cluster import ensure_cluster
+
+    parts = conninfo_to_dict(ensure_cluster())
+    query = urlencode({"options": parts["options"]})
+    return f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}?{query}"

@@ -13,15 +13,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from psycopg.conninfo import conninfo_to_dict
 
-from tests.pg_cluster import ensure_cluster
-from tests.serving import APPS, Served, served
+from tests.serving import APPS, Served, postgres_uri, served
 
 EXAMPLES = int(os.environ.get("TRIO_AGENTS_FUZZ_EXAMPLES", "100"))
 APP = "fanout"  # finishes its runs on its own (the other app runs until cancelled)
@@ -146,13 +144,6 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
 
 
 # -- the server ------------------------------------------------------------------------------------
-
-
-def postgres_uri() -> str:
-    """The test cluster's DSN (a fresh schema) as the ``postgresql://`` URI the CLI takes."""
-    parts = conninfo_to_dict(ensure_cluster())
-    query = urlencode({"options": parts["options"]})
-    return f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}?{query}"
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

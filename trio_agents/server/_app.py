@@ -20,6 +20,7 @@ from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..memory import MemoryService
 from ..plugins import BasePlugin
 from ..sessions import SessionService
+from ._cluster import cluster_of
 from ._core import ServerCore
 from ._dev import DevRoutes
 from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
@@ -110,6 +111,7 @@ def create_app(
         plugins=[*plugins, traces] if traces is not None else plugins,
         max_detached_runs=max_detached_runs,
         cleanup_timeout=cleanup_timeout,
+        cluster=cluster_of(session_service),
     )
     sessions = SessionRoutes(core, body=body)
     runs = RunRoutes(
@@ -207,6 +209,7 @@ def _lifespan_of(
         core.load()  # a loader runs at start-up, so a broken app fails it
         try:
             async with trio.open_nursery() as nursery:
+                await nursery.start(core.cluster.serve, core)
                 core.nursery = nursery
                 try:
                     yield

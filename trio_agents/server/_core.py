@@ -16,6 +16,7 @@ from ..memory import MemoryService
 from ..plugins import BasePlugin
 from ..plugins._manager import PluginManager
 from ..sessions import SessionService
+from ._cluster import LocalCluster
 from ._graph import node_paths
 from ._http import HTTPError
 from ._live import Frame, LiveRun, SessionKey
@@ -43,6 +44,7 @@ class ServerCore:
         plugins: Sequence[BasePlugin],
         max_detached_runs: int,
         cleanup_timeout: float,
+        cluster: LocalCluster | None = None,
     ) -> None:
         self._agents = agents
         self._runners: dict[str, Runner] | None = None
@@ -57,6 +59,8 @@ class ServerCore:
         """The lifespan nursery detached runs live in (None outside the server's lifespan)."""
         self.live: dict[SessionKey, LiveRun] = {}
         self.outcomes: collections.OrderedDict[SessionKey, Frame] = collections.OrderedDict()
+        self.cluster = cluster or LocalCluster()
+        """The other server processes on the same store (none by default)."""
         self.node_info = False
         """Events served over HTTP carry ``nodeInfo`` (for ADK's dev UI: ``dev_routes=True``)."""
 
@@ -100,16 +104,22 @@ class ServerCore:
 
     def register(self, live: LiveRun) -> None:
         self.live[live.key] = live
+        self.cluster.registered(self, live.key)
 
     def unregister(self, live: LiveRun) -> None:
         """Forget ``live`` (remembering its terminal frame for late followers)."""
         if self.live.get(live.key) is live:
             del self.live[live.key]
         if live.terminal is not None:
-            self.outcomes[live.key] = live.terminal
-            self.outcomes.move_to_end(live.key)
-            while len(self.outcomes) > OUTCOMES_KEPT:
-                self.outcomes.popitem(last=False)
+            self.remember(live.key, live.terminal)
+            self.cluster.ended(live.key, live.terminal)
+
+    def remember(self, key: SessionKey, terminal: Frame) -> None:
+        """Keep ``terminal`` as the last outcome of ``key`` (for late followers)."""
+        self.outcomes[key] = terminal
+        self.outcomes.move_to_end(key)
+        while len(self.outcomes) > OUTCOMES_KEPT:
+            self.outcomes.popitem(last=False)
 
     def cancel_runs(self, reason: str) -> None:
         """Cancel every run in flight: each one ends with its ``cancelled`` terminal frame."""

@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,8 +33,10 @@ from .._errors import (
     SessionNotFoundError,
     StoreUnavailableError,
 )
+from .._events import Event
 from .._runner import RunConfig, Runner, StreamingMode
 from ..sessions import GetSessionConfig
+from ._cluster import CANCEL_REASON, RemoteEnd
 from ._core import ServerCore
 from ._http import (
     BodyLimits,
@@ -151,11 +154,12 @@ class RunRoutes:
         key = session_key(self.core, request)
         invocation_id = request.path_params["invocation_id"]
         live = self.core.live.get(key)
-        if live is None or live.invocation_id != invocation_id or live.terminal is not None:
+        if live is not None and live.invocation_id == invocation_id and live.terminal is None:
+            live.cancel(CANCEL_REASON)
+        elif live is not None or not await self.core.cluster.cancel_elsewhere(key, invocation_id):
             raise HTTPError(
                 404, f"no run with invocation id {invocation_id} is in flight on session {key[2]}"
             )
-        live.cancel("run cancelled through the API")
         return json_response({"invocationId": invocation_id, "status": "cancelling"}, 202)
 
     async def follow_events(self, request: Request) -> Response:
@@ -178,6 +182,9 @@ def session_key(core: ServerCore, request: Request) -> SessionKey:
     core.runner(params["app_name"])
     return (params["app_name"], params["user_id"], params["session_id"])
 
+
+REMOTE_POLL = 0.1
+"""Seconds between reads of the store while following a run of another process."""
 
 _MAX_SEQ_DIGITS = 18
 """Event sequence numbers fit in 18 digits (a signed 64-bit integer has 19)."""
@@ -505,11 +512,15 @@ async def follow(
 
 async def _follow(core: ServerCore, key: SessionKey, after: int, send: Sink) -> None:
     live = core.live.get(key)
-    index = 0 if live is None else live.count
-    last, invocation_id = await _replay(core, key, after, send)
     if live is None:
-        await send(core.outcomes.get(key) or terminal_frame("done", invocation_id))
-        return
+        with core.cluster.watch(key) as remote:  # watching first: no end goes unnoticed
+            if await core.cluster.in_flight_elsewhere(key):
+                await _follow_elsewhere(core, key, after, remote, send)
+                return
+            await _follow_ended(core, key, after, remote, send)
+            return
+    index = live.count
+    last, _ = await _replay(core, key, after, send)
     while True:
         start, frames = live.frames_since(index)
         if start > index:  # fell behind the log: the store has every committed event
@@ -532,10 +543,58 @@ async def _follow(core: ServerCore, key: SessionKey, after: int, send: Sink) -> 
         await live.wait_changed()
 
 
+async def _follow_ended(
+    core: ServerCore, key: SessionKey, after: int, remote: RemoteEnd, send: Sink
+) -> None:
+    """Replay a session with no run in flight; end as its last run did (``done`` if unknown).
+
+    A run of another process that ended a moment ago may not have announced its end yet: with
+    its outcome unknown here, the follower waits for the announcement (at most ``end_wait``).
+    """
+    _, newest = await _replay(core, key, after, send)
+    invocation_id = None if newest is None else newest.invocation_id
+    ending = core.outcomes.get(key)
+    wait = core.cluster.end_wait
+    recent = newest is not None and time.time() - newest.timestamp < wait
+    if recent and not _ends(ending, invocation_id):
+        with trio.move_on_after(wait):
+            await remote.ended.wait()
+        ending = remote.frame or core.outcomes.get(key)
+    await send(ending or terminal_frame("done", invocation_id))
+
+
+def _ends(frame: Frame | None, invocation_id: str | None) -> bool:
+    """Whether ``frame`` is the terminal frame of ``invocation_id``."""
+    return frame is not None and json.loads(frame.data).get("invocationId") == invocation_id
+
+
+async def _follow_elsewhere(
+    core: ServerCore, key: SessionKey, after: int, remote: RemoteEnd, send: Sink
+) -> None:
+    """Follow a run another process holds the lease for: its events as they are stored, then
+    the terminal frame it announces (committed events only: partial chunks are not stored)."""
+    last, _ = await _replay(core, key, after, send)
+    while not remote.ended.is_set():
+        with trio.move_on_after(REMOTE_POLL):
+            await remote.ended.wait()
+        if remote.ended.is_set():
+            break
+        last, _ = await _replay(core, key, last, send)
+        if not await core.cluster.in_flight_elsewhere(key):  # ended: its announcement follows
+            with trio.move_on_after(core.cluster.end_wait):
+                await remote.ended.wait()
+            break
+    _, newest = await _replay(core, key, last, send)
+    invocation_id = None if newest is None else newest.invocation_id
+    known = core.outcomes.get(key)  # a process that died announced nothing: an older outcome
+    ending = remote.frame or (known if _ends(known, invocation_id) else None)
+    await send(ending or terminal_frame("done", invocation_id))
+
+
 async def _replay(
     core: ServerCore, key: SessionKey, after: int, send: Sink
-) -> tuple[int, str | None]:
-    """Send the stored events after seq ``after``; return the last seq and invocation id."""
+) -> tuple[int, Event | None]:
+    """Send the stored events after seq ``after``; return the last seq and the newest event."""
     app_name, user_id, session_id = key
     session = await core.session_service.get_session(
         app_name=app_name, user_id=user_id, session_id=session_id
@@ -546,4 +605,4 @@ async def _replay(
     paths = core.node_paths(app_name)
     for index in range(after, len(events)):
         await send(event_frame(events[index], index + 1, paths))
-    return max(after, len(events)), (events[-1].invocation_id if events else None)
+    return max(after, len(events)), (events[-1] if events else None)

@@ -260,6 +260,21 @@ class PostgresSessionService(SqlSessionService):
                     with trio.CancelScope(shield=True):
                         await trio.to_thread.run_sync(_unlock, conn, lock)
 
+    async def lease_held(self, *, app_name: str, user_id: str, session_id: str) -> bool:
+        """Whether any process on this database and schema holds the session's lease now."""
+        schema = await self._ensure_open()
+        high, low = _lock_halves(_lock_id(schema, (app_name, user_id, session_id)))
+        return await self._run(lambda conn: _lock_granted(conn, high, low))
+
+    async def signal_channel(self) -> str:
+        """The name of the ``LISTEN``/``NOTIFY`` channel of this database schema's servers."""
+        return _channel(await self._ensure_open())
+
+    async def signal(self, message: str) -> None:
+        """``NOTIFY`` ``message`` (at most 8000 bytes) on :meth:`signal_channel`."""
+        channel = await self.signal_channel()
+        await self._run(lambda conn: conn.execute("SELECT pg_notify(%s, %s)", (channel, message)))
+
     @contextlib.asynccontextmanager
     async def _lock_connection(self, session_id: str, wait: bool) -> AsyncIterator[Any]:
         """A connection of its own for one run's lock, one of at most ``max_lock_connections``.
@@ -308,6 +323,28 @@ def _lock_id(schema: str, key: Key) -> int:
     text = json.dumps([schema, *key]).encode()
     digest = hashlib.blake2b(text, digest_size=8, person=b"trio_agents.run").digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+def _lock_halves(lock: int) -> tuple[int, int]:
+    """The ``classid`` and ``objid`` under which ``pg_locks`` shows a 64-bit advisory lock."""
+    unsigned = lock & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
+def _lock_granted(conn: Any, high: int, low: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1)",
+        (high, low),
+    ).fetchone()
+    return bool(row[0])
+
+
+def _channel(schema: str) -> str:
+    """A channel name per schema (an identifier of at most 63 bytes, whatever the schema)."""
+    digest = hashlib.blake2b(schema.encode(), digest_size=8, person=b"trio_agents.sig").hexdigest()
+    return f"trio_agents_{digest}"
 
 
 def _lock(conn: Any, lock: int, wait: bool) -> bool:

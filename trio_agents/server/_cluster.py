@@ -1,0 +1,267 @@
+"""Runs in flight in other server processes on the same store: cancel them, learn how they end.
+
+A server on its own (:class:`LocalCluster`: in memory, SQLite) sees only its own runs. Servers
+sharing one PostgreSQL (:class:`PostgresCluster`) behave as one: a run is *in flight elsewhere*
+while another process holds its session's lease; a cancel is sent to every process over
+``LISTEN``/``NOTIFY`` and the one running the invocation cancels it; every process announces how
+each of its runs ended, so a follower anywhere sends the right terminal frame.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._serde import dumps
+from ..sessions import GetSessionConfig
+from ._live import Frame, SessionKey
+
+if TYPE_CHECKING:
+    from ..sessions._postgres import PostgresSessionService
+    from ._core import ServerCore
+
+__all__ = ["CANCEL_REASON", "END_WAIT", "cluster_of"]
+
+logger = logging.getLogger("trio_agents.server")
+
+LISTEN_WAIT = 0.5
+"""Seconds the listener's worker thread waits for notifications before checking for a cancel."""
+RECONNECT_WAIT = 1.0
+"""Seconds before the listener connects again after losing its connection."""
+OUTBOX = 4096
+"""Announcements waiting to be sent at most (more are dropped, with a warning)."""
+PENDING_CANCELS = 1024
+"""Cancels remembered for runs this process has not registered yet."""
+MAX_MESSAGE = 7000
+"""Bytes of a message at most (PostgreSQL's limit is 8000); longer error texts are cut."""
+CANCEL_REASON = "run cancelled through the API"
+END_WAIT = 2.0
+"""Seconds a follower waits for the announced end of a run of another process that released its
+lease (a process that died announces nothing: its followers then end with ``done``)."""
+
+
+@attrs.define(eq=False)
+class RemoteEnd:
+    """Set once a run of the watched session ended in another process (with its frame)."""
+
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    frame: Frame | None = None
+
+
+class LocalCluster:
+    """One process alone: no run is ever in flight elsewhere."""
+
+    end_wait = 0.0
+    """Seconds a follower waits for another process to announce how a run ended."""
+
+    async def serve(
+        self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run for the server's lifespan (nothing to do alone)."""
+        task_status.started()
+
+    async def in_flight_elsewhere(self, key: SessionKey) -> bool:
+        """Whether another process runs a turn of ``key`` now."""
+        await trio.lowlevel.checkpoint()
+        return False
+
+    async def cancel_elsewhere(self, key: SessionKey, invocation_id: str) -> bool:
+        """Ask the process running ``invocation_id`` to cancel it; False when none does."""
+        await trio.lowlevel.checkpoint()
+        return False
+
+    def registered(self, core: ServerCore, key: SessionKey) -> None:
+        """A run of ``key`` began here (a cancel for it may have arrived first)."""
+
+    def ended(self, key: SessionKey, terminal: Frame) -> None:
+        """A run of ``key`` ended here with ``terminal``."""
+
+    @contextlib.contextmanager
+    def watch(self, key: SessionKey) -> Iterator[RemoteEnd]:
+        """Learn when a run of ``key`` in another process ends, while the block lasts."""
+        yield RemoteEnd()
+
+
+class PostgresCluster(LocalCluster):
+    """Processes sharing a :class:`~trio_agents.sessions.PostgresSessionService`'s database."""
+
+    end_wait = END_WAIT
+
+    def __init__(self, service: PostgresSessionService) -> None:
+        self._service = service
+        self._outbox, self._outgoing = trio.open_memory_channel[str](OUTBOX)
+        self._watchers: dict[SessionKey, set[RemoteEnd]] = {}
+        self._pending: collections.OrderedDict[SessionKey, str] = collections.OrderedDict()
+
+    # -- the lifespan task -------------------------------------------------------------------
+
+    async def serve(
+        self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen for the other processes' messages and send this one's, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_all)
+            await nursery.start(self._listen, core)
+            task_status.started()
+
+    async def _send_all(self) -> None:
+        async for message in self._outgoing:
+            try:
+                await self._service.signal(message)
+            except Exception as exc:  # the store is down: followers fall back on the lease
+                logger.warning("could not notify the other servers (%s)", exc)
+
+    async def _listen(
+        self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Keep a connection listening (connecting again when it is lost); started once the
+        first attempt to listen succeeded or failed."""
+        import psycopg
+
+        started = False
+        while True:
+            try:
+                channel = await self._service.signal_channel()
+                connect = functools.partial(psycopg.connect, self._service.dsn, autocommit=True)
+                conn = await trio.to_thread.run_sync(connect)
+                try:
+                    await trio.to_thread.run_sync(_listen_on, conn, channel)
+                    if not started:
+                        started = True
+                        task_status.started()
+                    while True:
+                        for payload in await trio.to_thread.run_sync(_drain, conn):
+                            self._dispatch(core, payload)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(conn.close)
+            except Exception as exc:
+                logger.warning("listening to the other servers failed (%s); retrying", exc)
+            if not started:
+                started = True
+                task_status.started()
+            await trio.sleep(RECONNECT_WAIT)
+
+    def _dispatch(self, core: ServerCore, payload: str) -> None:
+        try:
+            message = json.loads(payload)
+            key: SessionKey = tuple(message["key"])
+            if message["op"] == "cancel":
+                self._cancel_here(core, key, message["invocationId"])
+            elif message["op"] == "end":
+                self._ended_there(core, key, Frame(message["kind"], message["data"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("ignored a malformed message from another server (%s)", exc)
+
+    def _cancel_here(self, core: ServerCore, key: SessionKey, invocation_id: str) -> None:
+        live = core.live.get(key)
+        if live is not None and live.invocation_id == invocation_id:
+            live.cancel(CANCEL_REASON)
+            return
+        self._pending[key] = invocation_id  # it may be ours, not registered yet
+        self._pending.move_to_end(key)
+        while len(self._pending) > PENDING_CANCELS:
+            self._pending.popitem(last=False)
+
+    def _ended_there(self, core: ServerCore, key: SessionKey, frame: Frame) -> None:
+        if key not in core.live:
+            core.remember(key, frame)
+        for remote in self._watchers.get(key, ()):
+            remote.frame = frame
+            remote.ended.set()
+
+    # -- what the routes ask -------------------------------------------------------------------
+
+    async def in_flight_elsewhere(self, key: SessionKey) -> bool:
+        app_name, user_id, session_id = key
+        return await self._service.lease_held(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def cancel_elsewhere(self, key: SessionKey, invocation_id: str) -> bool:
+        """True (and the cancel sent) when ``key``'s lease is held and its last stored event
+        belongs to ``invocation_id``."""
+        app_name, user_id, session_id = key
+        session = await self._service.get_session(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            config=GetSessionConfig(num_recent_events=1),
+        )
+        if session is None or not session.events:
+            return False
+        if session.events[-1].invocation_id != invocation_id:
+            return False
+        if not await self.in_flight_elsewhere(key):
+            return False
+        message = {"op": "cancel", "key": list(key), "invocationId": invocation_id}
+        await self._service.signal(dumps(message))
+        return True
+
+    def registered(self, core: ServerCore, key: SessionKey) -> None:
+        live = core.live.get(key)
+        wanted = self._pending.get(key)
+        if live is not None and wanted is not None and wanted == live.invocation_id:
+            del self._pending[key]
+            live.cancel(CANCEL_REASON)
+
+    def ended(self, key: SessionKey, terminal: Frame) -> None:
+        self._pending.pop(key, None)
+        try:
+            self._outbox.send_nowait(_end_message(key, terminal))
+        except trio.WouldBlock:
+            logger.warning("too many announcements waiting; the end of a run went unannounced")
+
+    @contextlib.contextmanager
+    def watch(self, key: SessionKey) -> Iterator[RemoteEnd]:
+        remote = RemoteEnd()
+        watchers = self._watchers.setdefault(key, set())
+        watchers.add(remote)
+        try:
+            yield remote
+        finally:
+            watchers.discard(remote)
+            if not watchers:
+                self._watchers.pop(key, None)
+
+
+def _listen_on(conn: Any, channel: str) -> None:
+    from psycopg import sql
+
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+
+def _drain(conn: Any) -> list[str]:
+    """The payloads that arrive within :data:`LISTEN_WAIT` seconds."""
+    return [notify.payload for notify in conn.notifies(timeout=LISTEN_WAIT)]
+
+
+def _end_message(key: SessionKey, terminal: Frame) -> str:
+    message: dict[str, Any] = {"op": "end", "key": list(key), "kind": terminal.kind}
+    text = dumps({**message, "data": terminal.data})
+    if len(text.encode()) <= MAX_MESSAGE:
+        return text
+    data = json.loads(terminal.data)  # an error frame: cut its texts
+    cut = MAX_MESSAGE // 8
+    data["error"] = str(data.get("error", ""))[:cut]
+    details = data.get("errorDetails")
+    if isinstance(details, dict):
+        details["message"] = str(details.get("message", ""))[:cut]
+    return dumps({**message, "data": dumps(data)})
+
+
+def cluster_of(service: object) -> LocalCluster:
+    """The cluster servers on ``service`` form: PostgreSQL's shared by processes, else alone."""
+    from ..sessions._postgres import PostgresSessionService
+
+    if isinstance(service, PostgresSessionService):
+        return PostgresCluster(service)
+    return LocalCluster()
