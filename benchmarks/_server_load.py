@@ -127,7 +127,13 @@ def _same(stored: list[dict[str, Any]], received: list[dict[str, Any]]) -> bool:
 
 async def _check(http: httpx.AsyncClient, run: Run, bad: list[Run]) -> None:
     path = f"{run.url}/apps/{run.app}/users/{run.user}/sessions/{run.session}"
-    answer = await http.get(path)
+    for attempt in range(3):  # a GET may meet a kept-alive connection the server just closed
+        try:
+            answer = await http.get(path)
+            break
+        except httpx.TransportError:
+            if attempt == 2:
+                raise
     stored = answer.json().get("events", []) if answer.status_code == 200 else None
     if stored is None or not _same(stored, run.events):
         bad.append(run)
@@ -147,7 +153,8 @@ async def load(urls: list[str], impl: str, app: str, n: int, runs: int) -> Load:
             for index in range(n):
                 nursery.start_soon(_client, http, urls, index, app, impl, runs, out)
         wall = time.perf_counter() - started
-        bad: list[Run] = []
+    bad: list[Run] = []
+    async with _client_for(16) as http:
         limiter = trio.CapacityLimiter(16)
 
         async def check(run: Run) -> None:
