@@ -9,6 +9,7 @@ stream that ends cleanly with no error frame. After the load, every session is r
 
 from __future__ import annotations
 
+import collections
 import json
 import statistics
 import time
@@ -45,6 +46,11 @@ class Load:
     @property
     def done(self) -> list[Run]:
         return [run for run in self.runs if run.error is None]
+
+    def errors(self) -> str:
+        """The most common error of the failed runs and its count ('' if none failed)."""
+        counts = collections.Counter(run.error for run in self.runs if run.error is not None)
+        return "; ".join(f"{count} x {error}" for error, count in counts.most_common(2))
 
     def latencies(self) -> list[float]:
         return sorted(run.seconds for run in self.done)

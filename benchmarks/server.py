@@ -48,6 +48,7 @@ class Cell:
     p99_ms: float
     unloaded_ms: float
     rss_mb: float
+    errors: str
 
 
 def _pg_dsn() -> str | None:
@@ -95,7 +96,7 @@ def _cell(
     return Cell(
         impl, kind, processes, app, n, len(result.runs), len(result.runs) - done,
         result.mismatched, done / result.wall, percentile(latencies, 0.5) * 1000,
-        percentile(latencies, 0.99) * 1000, alone * 1000, rss,
+        percentile(latencies, 0.99) * 1000, alone * 1000, rss, result.errors(),
     )  # fmt: skip
 
 
@@ -112,6 +113,8 @@ def _measure(
                 rss = sum(server.peak_rss_mb() for server in servers)
                 cell = _cell(impl, kind, processes, app, n, result, alone, rss)
                 print(_row(cell), flush=True)
+                if cell.errors:
+                    print(f"  failed runs: {cell.errors}", file=sys.stderr, flush=True)
                 cells.append(cell)
     return cells
 
