@@ -146,7 +146,9 @@ async def _check(http: httpx.AsyncClient, run: Run, bad: list[Run]) -> None:
 
 
 def _client_for(n: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=n + 16)
+    """A client for ``n`` concurrent requests, each on a connection of its own: no kept-alive
+    connection, so no request races a server closing an idle one."""
+    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=0)
     return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(300.0))
 
 
