@@ -20,6 +20,7 @@ import httpx
 import trio
 
 MESSAGE = {"role": "user", "parts": [{"text": "go"}]}
+RETRIES = 30
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Run:
     session: str
     events: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    retries: int = 0
     error: str | None = None
 
 
@@ -51,6 +53,10 @@ class Load:
         """The most common error of the failed runs and its count ('' if none failed)."""
         counts = collections.Counter(run.error for run in self.runs if run.error is not None)
         return "; ".join(f"{count} x {error}" for error, count in counts.most_common(2))
+
+    def retries(self) -> int:
+        """How many 503 answers the runs were retried after."""
+        return sum(run.retries for run in self.runs)
 
     def latencies(self) -> list[float]:
         return sorted(run.seconds for run in self.done)
@@ -93,14 +99,26 @@ async def _session(http: httpx.AsyncClient, run: Run) -> None:
 
 
 async def _turn(http: httpx.AsyncClient, run: Run, impl: str) -> None:
+    """One ``/run_sse``; a 503 is retried after its ``Retry-After`` (at most ``RETRIES`` times),
+    the wait counted in the run's latency."""
     body = {"app_name": run.app, "user_id": run.user, "session_id": run.session}
     body |= {"new_message": MESSAGE, "streaming": False}
     started = time.perf_counter()
-    async with http.stream("POST", f"{run.url}/run_sse", json=body) as answer:
-        if answer.status_code != 200:
-            run.error = f"HTTP {answer.status_code}"
-            return
-        lines = [line async for line in answer.aiter_lines()]
+    for _ in range(RETRIES + 1):
+        async with http.stream("POST", f"{run.url}/run_sse", json=body) as answer:
+            if answer.status_code == 503:
+                run.retries += 1
+                wait = float(answer.headers.get("retry-after", "1"))
+            elif answer.status_code != 200:
+                run.error = f"HTTP {answer.status_code}"
+                return
+            else:
+                lines = [line async for line in answer.aiter_lines()]
+                break
+        await trio.sleep(wait)
+    else:
+        run.error = f"HTTP 503 after {RETRIES} retries"
+        return
     run.seconds = time.perf_counter() - started
     run.events, run.error = _events_of_stream(lines, impl)
 

@@ -49,6 +49,7 @@ class Cell:
     unloaded_ms: float
     rss_mb: float
     errors: str
+    retried_503: int
 
 
 def _pg_dsn() -> str | None:
@@ -97,6 +98,7 @@ def _cell(
         impl, kind, processes, app, n, len(result.runs), len(result.runs) - done,
         result.mismatched, done / result.wall, percentile(latencies, 0.5) * 1000,
         percentile(latencies, 0.99) * 1000, alone * 1000, rss, result.errors(),
+        result.retries(),
     )  # fmt: skip
 
 
@@ -113,6 +115,8 @@ def _measure(
                 rss = sum(server.peak_rss_mb() for server in servers)
                 cell = _cell(impl, kind, processes, app, n, result, alone, rss)
                 print(_row(cell), flush=True)
+                if cell.retried_503:
+                    print(f"  503 answers retried: {cell.retried_503}", file=sys.stderr)
                 if cell.errors:
                     print(f"  failed runs: {cell.errors}", file=sys.stderr, flush=True)
                 cells.append(cell)
