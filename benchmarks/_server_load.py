@@ -101,7 +101,7 @@ async def _session(http: httpx.AsyncClient, run: Run) -> None:
 async def _turn(http: httpx.AsyncClient, run: Run, impl: str) -> None:
     """One ``/run_sse``; a 503 is retried after its ``Retry-After`` (at most ``RETRIES`` times),
     the wait counted in the run's latency."""
-    body = {"app_name": run.app, "user_id": run.user, "session_id": run.session}
+    body: dict[str, Any] = {"app_name": run.app, "user_id": run.user, "session_id": run.session}
     body |= {"new_message": MESSAGE, "streaming": False}
     started = time.perf_counter()
     for _ in range(RETRIES + 1):
