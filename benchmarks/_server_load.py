@@ -151,7 +151,7 @@ def _same(stored: list[dict[str, Any]], received: list[dict[str, Any]]) -> bool:
 
 async def _check(http: httpx.AsyncClient, run: Run, bad: list[Run]) -> None:
     path = f"{run.url}/apps/{run.app}/users/{run.user}/sessions/{run.session}"
-    for attempt in range(3):  # a GET may meet a kept-alive connection the server just closed
+    for attempt in range(3):  # a loaded server may drop a connection: a GET is safe to retry
         try:
             answer = await http.get(path)
             break
