@@ -1,0 +1,206 @@
+"""The clients of the server benchmark: N concurrent clients doing ``/run_sse``, then a check.
+
+Each client runs ``runs`` turns one after the other, each on a session of its own (created by
+``POST …/sessions``, not timed). A run counts as done when its SSE stream ends with the terminal
+frame: ``event: done`` for trio_agents; for ``adk api_server``, which has no terminal frame, a
+stream that ends cleanly with no error frame. After the load, every session is read back
+(``GET …/sessions/{id}``) and its events compared with the events its client received.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import trio
+
+MESSAGE = {"role": "user", "parts": [{"text": "go"}]}
+RETRIES = 30
+
+
+@dataclass
+class Run:
+    """One client turn: where it ran, what the client received, and how long it took."""
+
+    url: str
+    app: str
+    user: str
+    session: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    retries: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Load:
+    """The outcome of one load: wall time, the runs, and the sessions that did not read back."""
+
+    wall: float
+    runs: list[Run]
+    mismatched: int = 0
+
+    @property
+    def done(self) -> list[Run]:
+        return [run for run in self.runs if run.error is None]
+
+    def errors(self) -> str:
+        """The most common error of the failed runs and its count ('' if none failed)."""
+        counts = collections.Counter(run.error for run in self.runs if run.error is not None)
+        return "; ".join(f"{count} x {error}" for error, count in counts.most_common(2))
+
+    def retries(self) -> int:
+        """How many 503 answers the runs were retried after."""
+        return sum(run.retries for run in self.runs)
+
+    def latencies(self) -> list[float]:
+        return sorted(run.seconds for run in self.done)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of sorted ``values``, nearest rank; NaN if empty."""
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
+
+
+def _events_of_stream(lines: list[str], impl: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The events of an SSE body and an error (None when it ended with its terminal frame)."""
+    events: list[dict[str, Any]] = []
+    kind: str | None = None
+    terminal: str | None = None
+    for line in lines:
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line[5:])
+            if kind is None and "error" not in data:
+                events.append(data)
+            elif kind is None:
+                return events, f"error frame: {data['error']}"[:200]
+            else:
+                terminal = kind
+        elif not line:
+            kind = None
+    if impl == "trio_agents" and terminal != "done":
+        return events, f"stream ended with {terminal!r}, not 'done'"
+    return events, None
+
+
+async def _session(http: httpx.AsyncClient, run: Run) -> None:
+    answer = await http.post(f"{run.url}/apps/{run.app}/users/{run.user}/sessions", json={})
+    answer.raise_for_status()
+    run.session = answer.json()["id"]
+
+
+async def _turn(http: httpx.AsyncClient, run: Run, impl: str) -> None:
+    """One ``/run_sse``; a 503 is retried after its ``Retry-After`` (at most ``RETRIES`` times),
+    the wait counted in the run's latency."""
+    body: dict[str, Any] = {"app_name": run.app, "user_id": run.user, "session_id": run.session}
+    body |= {"new_message": MESSAGE, "streaming": False}
+    started = time.perf_counter()
+    for _ in range(RETRIES + 1):
+        async with http.stream("POST", f"{run.url}/run_sse", json=body) as answer:
+            if answer.status_code == 503:
+                run.retries += 1
+                wait = float(answer.headers.get("retry-after", "1"))
+            elif answer.status_code != 200:
+                run.error = f"HTTP {answer.status_code}"
+                return
+            else:
+                lines = [line async for line in answer.aiter_lines()]
+                break
+        await trio.sleep(wait)
+    else:
+        run.error = f"HTTP 503 after {RETRIES} retries"
+        return
+    run.seconds = time.perf_counter() - started
+    run.events, run.error = _events_of_stream(lines, impl)
+
+
+async def _client(
+    http: httpx.AsyncClient,
+    urls: list[str],
+    index: int,
+    app: str,
+    impl: str,
+    runs: int,
+    out: list[Run],
+) -> None:
+    for _ in range(runs):
+        run = Run(urls[index % len(urls)], app, f"u{index}", "")
+        out.append(run)
+        try:
+            await _session(http, run)
+            await _turn(http, run, impl)
+        except httpx.HTTPError as exc:
+            run.error = f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _same(stored: list[dict[str, Any]], received: list[dict[str, Any]]) -> bool:
+    """Whether the session holds the user's message, then exactly the events received."""
+    if not stored or stored[0].get("author") != "user" or stored[0].get("content") != MESSAGE:
+        return False
+    return stored[1:] == received
+
+
+async def _check(http: httpx.AsyncClient, run: Run, bad: list[Run]) -> None:
+    path = f"{run.url}/apps/{run.app}/users/{run.user}/sessions/{run.session}"
+    for attempt in range(3):  # a loaded server may drop a connection: a GET is safe to retry
+        try:
+            answer = await http.get(path)
+            break
+        except httpx.TransportError:
+            if attempt == 2:
+                raise
+    stored = answer.json().get("events", []) if answer.status_code == 200 else None
+    if stored is None or not _same(stored, run.events):
+        bad.append(run)
+
+
+def _client_for(n: int) -> httpx.AsyncClient:
+    """A client for ``n`` concurrent requests, each on a connection of its own: no kept-alive
+    connection, so no request races a server closing an idle one."""
+    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=0)
+    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(300.0))
+
+
+async def load(urls: list[str], impl: str, app: str, n: int, runs: int) -> Load:
+    """``n`` concurrent clients, ``runs`` turns each; then every session read back and compared."""
+    out: list[Run] = []
+    async with _client_for(n) as http:
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for index in range(n):
+                nursery.start_soon(_client, http, urls, index, app, impl, runs, out)
+        wall = time.perf_counter() - started
+    bad: list[Run] = []
+    async with _client_for(16) as http:
+        limiter = trio.CapacityLimiter(16)
+
+        async def check(run: Run) -> None:
+            async with limiter:
+                await _check(http, run, bad)
+
+        async with trio.open_nursery() as nursery:
+            for run in out:
+                if run.error is None:
+                    nursery.start_soon(check, run)
+    return Load(wall, out, len(bad))
+
+
+async def unloaded(urls: list[str], impl: str, app: str, count: int) -> float:
+    """The median time of ``count`` runs one after the other (also warms the server up)."""
+    out: list[Run] = []
+    async with _client_for(1) as http:
+        for _ in range(count):
+            await _client(http, urls, 0, app, impl, 1, out)
+    failed = [run.error for run in out if run.error]
+    if failed:
+        raise RuntimeError(f"{impl} {app}: an unloaded run failed: {failed[0]}")
+    return statistics.median(run.seconds for run in out)

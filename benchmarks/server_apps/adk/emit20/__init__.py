@@ -1,0 +1,3 @@
+"""The emit20 app for ``adk api_server``."""
+
+from . import agent as agent

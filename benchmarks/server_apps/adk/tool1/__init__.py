@@ -1,0 +1,3 @@
+"""The tool1 app for ``adk api_server``."""
+
+from . import agent as agent
