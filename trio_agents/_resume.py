@@ -109,6 +109,7 @@ class ResumePlan:
     __slots__ = (
         "answered",
         "ended",
+        "escalated",
         "last_calls",
         "last_own",
         "root",
@@ -125,6 +126,8 @@ class ResumePlan:
         self.last_own: dict[str, tuple[int, Event]] = {}
         self.last_calls: dict[str, Event] = {}
         self.transfers: dict[str, str] = {}
+        self.escalated: set[str] = set()
+        """Loops and parallel agents an escalation ended (before they could commit their end)."""
         self.answered: set[str] = set()
         self.user_answers: dict[str, int] = {}
         """The position of the newest user answer to each call id."""
@@ -152,6 +155,8 @@ class ResumePlan:
             self.states.pop(author, None)
         if actions.transfer_to_agent:
             self.transfers[author] = actions.transfer_to_agent
+        if actions.escalate and not event.partial:
+            self._escalate(author)
         if event.content is None or event.partial:
             return
         self.last_own[author] = (self.seen, event)
@@ -182,9 +187,24 @@ class ResumePlan:
             for child in owner.sub_agents:
                 self._forget(child)
 
+    def _escalate(self, author: str) -> None:
+        """An escalation ends every enclosing loop, and the parallel agent of a direct child."""
+        from .agents._loop import LoopAgent
+        from .agents._parallel import ParallelAgent
+
+        agent = self.root.find_agent(author)
+        parent = None if agent is None else agent.parent_agent
+        if isinstance(parent, ParallelAgent):
+            self.escalated.add(parent.name)
+        while parent is not None:
+            if isinstance(parent, LoopAgent):
+                self.escalated.add(parent.name)
+            parent = parent.parent_agent
+
     def _forget(self, agent: BaseAgent) -> None:
         for name in _names(agent):
             self.ended.discard(name)
+            self.escalated.discard(name)
             self.states.pop(name, None)
             self.last_own.pop(name, None)
             self.last_calls.pop(name, None)
@@ -200,6 +220,10 @@ class ResumePlan:
         """The agent ``agent`` handed off to before it ended, if any."""
         target = self.transfers.get(agent.name)
         return None if target is None else self.root.find_agent(target)
+
+    def was_escalated(self, agent: BaseAgent) -> bool:
+        """Whether an escalation ended ``agent`` (a loop or a parallel agent) in this run."""
+        return agent.name in self.escalated
 
     def state_of(self, agent: BaseAgent) -> Mapping[str, Any] | None:
         """The last checkpoint ``agent`` committed, or None if it has not started."""
