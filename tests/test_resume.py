@@ -518,3 +518,20 @@ async def test_a_cancelled_invocation_resumes_and_runs_the_cancelled_call_again(
         "seq!end",
     ]
     assert started == ["x", "x"]  # cancelled before its result was committed: it runs again
+
+
+async def test_an_answer_sent_again_is_stored_once() -> None:
+    """A client that retries its answer (it did not hear back) resumes without storing it twice."""
+    approvals = Approvals()
+    a = llm("a", [fc("approve", {"amount": 5}), "a done"], approvals.tool)
+    b = llm("b", [RuntimeError("b failed"), "b done"])
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[a, b]))
+    first = await chat.send()
+    (call_id,) = chat.waiting
+    with pytest.raises(RuntimeError, match="b failed"):
+        await chat.send(answer(call_id, {"ok": True}))
+    again = await chat.send(answer(call_id, {"ok": True}))  # the same answer, no invocation id
+    assert marks(again)[-3:] == ["b:T:b done", "b!end", "seq!end"]
+    users = [e for e in await chat.events() if e.author == "user"]
+    assert len(users) == 2  # the opening message and one answer
+    assert {e.invocation_id for e in first + again} == {first[0].invocation_id}

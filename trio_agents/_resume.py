@@ -174,6 +174,8 @@ def resumption(
         if found is None:
             return None  # a late update to a finished invocation's call: its author takes it
         record, plan, start = found
+        if message is not None and message == record.latest_user_content():
+            message = None  # the client sent its last answer again: it is stored once
         if message is not None:
             check_answers(message, record)
         return Resumption(record, plan, start, message)
@@ -226,8 +228,8 @@ def _finished(plan: ResumePlan, start: BaseAgent) -> bool:
 def _resume_message(
     record: InvocationRecord, message: Content | None, answered: str | None
 ) -> Content | None:
-    if message is None or message == record.opening_message:
-        return None  # resumed without a message: the opening one is not stored twice
+    if message is None or message in (record.opening_message, record.latest_user_content()):
+        return None  # its own message, or its last answer, again: each is stored once
     invocation_id = record.invocation_id
     if answered is None:
         raise ResumeError(

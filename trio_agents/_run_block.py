@@ -104,11 +104,7 @@ class RunBlock:
         if session is None:
             raise SessionNotFoundError(self._session_id)
         message = self._message  # everything is checked before anything is stored
-        answered = None
-        if message is not None:
-            answered = answered_invocation(message, session)
-            if answered is not None:
-                check_confirmation_answers(message, session.events)
+        answered = None if message is None else answered_invocation(message, session)
         resume = resumption(
             runner.agent,
             runner.resumable,
@@ -117,6 +113,10 @@ class RunBlock:
             message,
             answered,
         )
+        if resume is not None:
+            message = resume.message  # None: a resume without a message, or a retried one
+        if message is not None and answered is not None:
+            check_confirmation_answers(message, session.events)
         for event in abandoned_call_events(session.events):
             await runner.session_service.append_event(session, event)
         invocation_id = answered if resume is None else resume.invocation_id
