@@ -15,7 +15,7 @@ from .._runner import Runner
 from .._version import __version__
 from ..agents import BaseAgent
 from ._chat import chat
-from ._load import load_agents
+from ._load import load_agents, load_apps
 from ._services import Services, open_services
 
 __all__ = ["cli"]
@@ -292,5 +292,5 @@ def _serve(target: str, options: dict[str, Any], *, ui: bool, out: TextIO) -> No
             f"this command needs the 'server' extra ({missing} is not installed): "
             "pip install 'trio_agents[server]'"
         ) from exc
-    apps = load_agents(target)
+    apps = load_apps(target)
     trio.run(serve_apps, apps, ServeOptions(**options, ui=ui), out)

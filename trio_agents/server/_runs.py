@@ -72,7 +72,10 @@ class RunPlan:
     app_name: str
     user_id: str
     session_id: str
-    message: Content
+    message: Content | None
+    """None only when resuming (``invocation_id`` set)."""
+    invocation_id: str | None
+    """The invocation to continue (ADK's ``invocationId``), or None for a new one."""
     state_delta: dict[str, Any] | None
     custom_metadata: dict[str, Any] | None
     streaming: bool
@@ -81,6 +84,20 @@ class RunPlan:
     @property
     def key(self) -> SessionKey:
         return (self.app_name, self.user_id, self.session_id)
+
+    @property
+    def refused_by(self) -> str:
+        """What a refusal of this run names: the message, or the invocation it resumes."""
+        if self.invocation_id is None:
+            return "newMessage"
+        return f"invocationId {self.invocation_id!r}"
+
+    def run_arguments(self) -> dict[str, Any]:
+        """The message and the invocation ``Runner.run`` takes (no invocation: a new one)."""
+        arguments: dict[str, Any] = {"new_message": self.message}
+        if self.invocation_id is not None:
+            arguments["invocation_id"] = self.invocation_id
+        return arguments
 
     def run_config(self, max_llm_calls: int | None) -> RunConfig:
         mode = StreamingMode.SSE if self.streaming else StreamingMode.NONE
@@ -99,15 +116,15 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
         raise HTTPError(422, "appName: field required")
     user_id = str(fields.identifier("userId", required=True))
     session_id = str(fields.identifier("sessionId", required=True))
-    message = fields.record("newMessage", Content, required=True)
-    assert message is not None
-    fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
-    fields.text("functionCallEventId")  # calls through newMessage, so both are only checked
+    invocation_id = fields.identifier("invocationId")
+    message = fields.record("newMessage", Content, required=invocation_id is None)
+    fields.text("functionCallEventId")  # ADK's UI sends it; the call ids in newMessage suffice
     plan = RunPlan(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
         message=message,
+        invocation_id=invocation_id,
         state_delta=fields.mapping("stateDelta"),
         custom_metadata=fields.mapping("customMetadata"),
         streaming=fields.flag("streaming") and sse,
@@ -236,8 +253,8 @@ async def start_run(
         raise busy(exc) from exc
     except StoreUnavailableError as exc:
         raise unavailable(str(exc)) from exc
-    except ConfigurationError as exc:
-        raise HTTPError(422, f"newMessage: {exc}") from exc
+    except ConfigurationError as exc:  # a bad message, or a resume naming no open invocation
+        raise HTTPError(422, f"{plan.refused_by}: {exc}") from exc
     except SerializationError as exc:  # the path names the message's part or the delta's key
         raise HTTPError(422, str(exc)) from exc
     finally:
@@ -306,9 +323,9 @@ async def _run(
         async with runner.run(
             user_id=plan.user_id,
             session_id=plan.session_id,
-            new_message=plan.message,
             state_delta=plan.state_delta,
             run_config=plan.run_config(max_llm_calls),
+            **plan.run_arguments(),
         ) as stream:
             live.begin(stream)
             core.register(live)
@@ -321,7 +338,10 @@ async def _run(
             raise  # the run never began: the request answers with an HTTP error
         logger.info("run %s failed: %r", live.invocation_id, exc)
         return terminal_frame("error", live.invocation_id, exc)
-    return terminal_frame("cancelled" if cancelled else "done", stream.invocation_id)
+    if cancelled:
+        return terminal_frame("cancelled", stream.invocation_id)
+    waiting = getattr(stream, "waiting_for", ()) if getattr(stream, "paused", False) else ()
+    return terminal_frame("done", stream.invocation_id, waiting_for=waiting)
 
 
 # -- writing frames to the client ----------------------------------------------------------------
