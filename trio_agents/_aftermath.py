@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from ._content import Content, Part
+from ._content import Content, FunctionResponse, Part
 from ._events import Event
 
 __all__ = [
@@ -23,11 +23,31 @@ __all__ = [
     "abandoned_call_events",
     "closing_events",
     "error_events",
+    "is_closing_response",
     "leaves",
 ]
 
 ABANDONED_REASON = "the invocation ended without answering (its process stopped)"
 """The ``reason`` of the response that closes a call left open by a dead invocation."""
+
+
+_END_REASONS = frozenset({"run ended", "run cancelled", ABANDONED_REASON})
+_FAILED_REASON = "run failed: "
+
+
+def closing_response(reason: str) -> dict[str, str]:
+    """The response that closes a call the runtime answered in the tool's place."""
+    return {"error": "cancelled", "reason": reason}
+
+
+def is_closing_response(response: FunctionResponse) -> bool:
+    """Whether ``response`` is one the runtime wrote to close a call (not the tool's result):
+    ``{"error": "cancelled", "reason": ...}`` with one of the runtime's reasons."""
+    answer = response.response
+    if len(answer) != 2 or answer.get("error") != "cancelled":
+        return False
+    reason = answer.get("reason")
+    return isinstance(reason, str) and (reason in _END_REASONS or reason.startswith(_FAILED_REASON))
 
 
 @attrs.frozen
@@ -46,8 +66,7 @@ def closing_events(
     cancelled, in the order the calls were made."""
     groups: dict[tuple[str, str | None], list[Part]] = {}
     for call_id, call in open_calls.items():
-        response = {"error": "cancelled", "reason": reason}
-        part = Part.from_function_response(call.name, response, id=call_id)
+        part = Part.from_function_response(call.name, closing_response(reason), id=call_id)
         groups.setdefault((call.author, call.branch), []).append(part)
     return [
         Event(

@@ -25,6 +25,7 @@ from ._tool_confirmation import ToolConfirmation
 if TYPE_CHECKING:
     from ._config import RunConfig
     from ._invocation import Invocation
+    from ._resume import ResumePlan
     from .agents._base import BaseAgent
     from .artifacts._base import ArtifactService
     from .memory import SearchMemoryResponse
@@ -257,6 +258,33 @@ class InvocationContext:
         """Whether the invocation's run was cancelled (``cancel()``, the consumer leaving)."""
         return self._invocation.cancel_scope.cancelled_caught
 
+    @property
+    def is_resumable(self) -> bool:
+        """Whether the app is resumable: agents then commit checkpoints as they go."""
+        return self._invocation.resumable
+
+    @property
+    def resume_plan(self) -> ResumePlan | None:
+        """Where a resumed invocation stands (None when the invocation is new)."""
+        return self._invocation.plan
+
+    def pause_mark(self) -> int:
+        """A mark for :meth:`paused_since`: how many pausing events were committed so far."""
+        return len(self._invocation.pauses)
+
+    def paused_since(self, mark: int) -> bool:
+        """Whether an event committed on this context's branch (or a branch under it) since
+        ``mark`` made the invocation wait for the client: a long-running call or a
+        confirmation request. The agents that contain it stop scheduling (they pause)."""
+        pauses = self._invocation.pauses
+        if len(pauses) == mark:
+            return False
+        return any(_under(branch, self.branch) for branch in pauses[mark:])
+
+    def mark_paused(self) -> None:
+        """Say that the running agent still waits for the client (resumed without an answer)."""
+        self._invocation.pauses.append(self.branch)
+
     def increment_llm_call_count(self) -> None:
         """Count one model call of the running agent; raises
         :class:`~trio_agents.LlmCallLimitError` when ``RunConfig.max_llm_calls`` is reached."""
@@ -381,6 +409,13 @@ class InvocationContext:
         ):
             changes["content"] = with_call_ids(content)
         return replace(event, changes) if changes else event
+
+
+def _under(branch: str | None, ancestor: str | None) -> bool:
+    """Whether ``branch`` is ``ancestor`` or a branch under it (None is the top)."""
+    if ancestor is None or branch == ancestor:
+        return True
+    return branch is not None and branch.startswith(ancestor + ".")
 
 
 def with_call_ids(content: Content | None) -> Content | None:

@@ -6,6 +6,7 @@ working::
 
     TrioAgentsError(Exception)
     ├── ConfigurationError(TrioAgentsError, ValueError)   bad agent tree, names, bad input
+    │   └── ResumeError                                     an invocation that cannot resume
     ├── SessionError
     │   ├── SessionNotFoundError(SessionError, LookupError, ValueError)
     │   ├── SessionExistsError                              create with an id already taken
@@ -56,6 +57,7 @@ __all__ = [
     "ModelTimeoutError",
     "ModelTransportError",
     "PluginError",
+    "ResumeError",
     "SerializationError",
     "SessionBusyError",
     "SessionError",
@@ -76,6 +78,17 @@ class TrioAgentsError(Exception):
 
 class ConfigurationError(TrioAgentsError, ValueError):
     """Invalid configuration or input: a bad agent name, a second parent, a bad message."""
+
+
+class ResumeError(ConfigurationError):
+    """A resume request that cannot be honoured: an invocation that is not in the session or has
+    finished, an app that is not resumable, or an answer to no open call. ``invocation_id`` and
+    ``call_id`` (None when not about one call) name it. Raised before anything is stored."""
+
+    def __init__(self, message: str, *, invocation_id: str, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.invocation_id = invocation_id
+        self.call_id = call_id
 
 
 class SessionError(TrioAgentsError):

@@ -9,6 +9,7 @@ agents have stopped. How events are committed is chosen once, when the invocatio
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -21,14 +22,16 @@ from ._errors import PluginError
 from ._events import Event
 from ._ids import new_invocation_id
 from ._state import WriteClock
-from .agents._transfer import agent_to_run
+from .agents._transfer import agent_to_run, answered_call_event
 from .sessions._base import SessionService
 
 if TYPE_CHECKING:
     from ._config import RunConfig
     from ._content import Content
     from ._context import InvocationContext
+    from ._resume import ResumePlan
     from ._runner import Runner
+    from .agents._base import BaseAgent
     from .sessions._base import Session
 
 __all__: list[str] = []  # internal: the run block and contexts use Invocation
@@ -49,10 +52,14 @@ class Invocation:
         "invocation_id",
         "llm_calls",
         "open_calls",
+        "pauses",
+        "plan",
+        "resumable",
         "root_ctx",
         "run_config",
         "runner",
         "session",
+        "start_agent",
         "user_content",
     )
 
@@ -78,6 +85,14 @@ class Invocation:
         """Where each failure happened, by ``id`` of the exception (held, so ids stay unique)."""
         self.root_ctx: InvocationContext | None = None
         self._clock: WriteClock | None = None
+        self.resumable = runner.app is not None and runner.app.is_resumable
+        """Whether agents commit checkpoints (``agent_state`` / ``end_of_agent``)."""
+        self.plan: ResumePlan | None = None
+        """Where a resumed invocation stands (None for a new one), kept current at each commit."""
+        self.start_agent: BaseAgent | None = None
+        """The agent a resumed invocation started with (a new one routes, R-XFER-8)."""
+        self.pauses: list[str | None] = []
+        """The branch of each committed event that makes the invocation wait for the client."""
         self.commits_inline = (
             not runner.plugin_manager
             and not run_config.custom_metadata
@@ -108,6 +123,8 @@ class Invocation:
         committed = self.runner.session_service.append_event_nowait(self.session, event)
         if committed.content is not None:
             self._track_calls(committed)
+        if self.plan is not None:
+            self.plan.observe(committed)
         return committed
 
     async def commit(self, event: Event) -> Event:
@@ -127,6 +144,8 @@ class Invocation:
             self._clock.restore(self.session.state, event.actions.state_delta, since)
         if committed.content is not None:
             self._track_calls(committed)
+        if self.plan is not None:
+            self.plan.observe(committed)
         return committed
 
     def _settled(self, event: Event) -> Event:
@@ -157,6 +176,8 @@ class Invocation:
     def _track_calls(self, event: Event) -> None:
         assert event.content is not None
         waiting = event.long_running_tool_ids or ()
+        if waiting:
+            self.pauses.append(event.branch)
         for part in event.content.parts:
             call = part.function_call
             if call is not None and call.id and call.id not in waiting:
@@ -204,7 +225,12 @@ class Invocation:
         if content is not None:
             await ctx.emit(Event(author="model", content=content))
         else:
-            await agent_to_run(ctx.agent, self.session.events).run(ctx)
+            agent = self.start_agent
+            if agent is None:
+                events = self.session.events
+                agent = agent_to_run(ctx.agent, events)
+                ctx = _on_answered_branch(ctx, agent, events)
+            await agent.run(ctx)
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
         """``on_run_error`` plugins, shielded and bounded; their own failure becomes a note."""
@@ -277,6 +303,17 @@ class Invocation:
         except Exception:
             logger.exception("could not store the aftermath event of %s", self.invocation_id)
             return None
+
+
+def _on_answered_branch(
+    ctx: InvocationContext, agent: BaseAgent, events: Sequence[Event]
+) -> InvocationContext:
+    """``ctx`` on the branch of the call the user's message answers, when ``agent`` made it
+    (the answer goes back where the call was made, e.g. a parallel branch)."""
+    call = answered_call_event(events)
+    if call is None or call.branch is None or call.author != agent.name:
+        return ctx
+    return ctx.for_branch(call.branch)
 
 
 def _appends_inline(service: SessionService) -> bool:

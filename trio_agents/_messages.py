@@ -41,7 +41,9 @@ def answered_invocation(message: Content, session: Session) -> str | None:
 def user_message(message: Content | str | None) -> Content:
     """Validate and normalize the user message (R-RUN-2)."""
     if message is None:
-        raise ConfigurationError("new_message is required: there is no paused run to resume")
+        raise ConfigurationError(
+            "new_message is required (or invocation_id, to resume a paused invocation)"
+        )
     if isinstance(message, str):
         return Content.from_text(message, role="user")
     if not isinstance(message, Content):

@@ -15,6 +15,7 @@ from ._errors import PluginError, SessionNotFoundError
 from ._events import Event, EventActions
 from ._invocation import Invocation
 from ._messages import answered_invocation
+from ._resume import resumption
 from ._run_stream import RunStream
 from ._tool_confirmation import check_confirmation_answers
 from ._util import without_cancelled
@@ -44,6 +45,7 @@ class RunBlock:
         "_channel",
         "_ctx",
         "_inv",
+        "_invocation_id",
         "_lease",
         "_message",
         "_nursery",
@@ -60,11 +62,13 @@ class RunBlock:
         runner: Runner,
         user_id: str,
         session_id: str,
-        message: Content,
+        message: Content | None,
         state_delta: Mapping[str, Any] | None,
         run_config: RunConfig,
+        invocation_id: str | None = None,
     ) -> None:
         self._runner = runner
+        self._invocation_id = invocation_id
         self._user_id = user_id
         self._session_id = session_id
         self._message = message
@@ -99,12 +103,29 @@ class RunBlock:
         )
         if session is None:
             raise SessionNotFoundError(self._session_id)
-        answered = answered_invocation(self._message, session)  # checked before any commit
-        if answered is not None:
-            check_confirmation_answers(self._message, session.events)
+        message = self._message  # everything is checked before anything is stored
+        answered = None
+        if message is not None:
+            answered = answered_invocation(message, session)
+            if answered is not None:
+                check_confirmation_answers(message, session.events)
+        resume = resumption(
+            runner.agent,
+            runner.app is not None and runner.app.is_resumable,
+            session.events,
+            self._invocation_id,
+            message,
+            answered,
+        )
         for event in abandoned_call_events(session.events):
             await runner.session_service.append_event(session, event)
-        inv = self._inv = Invocation(runner, session, self._run_config, answered)
+        invocation_id = answered if resume is None else resume.invocation_id
+        inv = self._inv = Invocation(runner, session, self._run_config, invocation_id)
+        if resume is not None:
+            inv.plan = resume.replan(session.events)
+            inv.start_agent = resume.start_agent
+            self._message = resume.message
+            inv.user_content = resume.record.latest_user_content()
         channel = EmitChannel()
         ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=channel)
         inv.root_ctx = ctx
@@ -164,6 +185,17 @@ class RunBlock:
 
     async def _append_user_event(self, inv: Invocation, ctx: InvocationContext) -> None:
         message = self._message
+        if message is None:  # resumed without a message
+            if self._state_delta:
+                await self._store(
+                    inv,
+                    Event(
+                        invocation_id=inv.invocation_id,
+                        author="user",
+                        actions=EventActions(state_delta=self._state_delta),
+                    ),
+                )
+            return
         plugins = self._runner.plugin_manager
         if plugins:
             message = await plugins.on_user_message(ctx, message) or message
@@ -174,11 +206,16 @@ class RunBlock:
             content=message,
             actions=EventActions(state_delta=self._state_delta or {}),
         )
+        await self._store(inv, event)
+
+    async def _store(self, inv: Invocation, event: Event) -> None:
         service = self._runner.session_service
         try:  # the lease was the run's checkpoint: an in-memory store commits without another
-            service.append_event_nowait(inv.session, event)
+            committed = service.append_event_nowait(inv.session, event)
         except trio.WouldBlock:
-            await service.append_event(inv.session, event)
+            committed = await service.append_event(inv.session, event)
+        if inv.plan is not None:
+            inv.plan.observe(committed)
 
     async def _after_run(self, inv: Invocation) -> None:
         """R-PLG-8: ``after_run`` plugins after a run that did not fail; their failure is one."""

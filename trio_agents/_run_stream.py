@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._content import FunctionCall
 from ._emit_channel import BARRIER, EmitChannel
 from ._events import Event
+from ._resume import waiting_calls
 
 if TYPE_CHECKING:
     from ._invocation import Invocation
@@ -21,7 +23,8 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
 
     ``receive()`` commits the next event an agent emitted and returns it; the agent resumes only
     then. ``cancel()`` stops the run from anywhere; the stream then ends after the agents are
-    cancelled.
+    cancelled. Once it has ended, :attr:`paused` says whether the invocation waits for the
+    client, and :attr:`waiting_for` which calls it waits for.
     """
 
     __slots__ = ("_channel", "_closed", "_inv")
@@ -40,6 +43,23 @@ class RunStream(trio.abc.ReceiveChannel[Event]):
     def session(self) -> Session:
         """The live session of the invocation (state and history as committed so far)."""
         return self._inv.session
+
+    @property
+    def waiting_for(self) -> tuple[FunctionCall, ...]:
+        """The calls the invocation waits for the client to answer: long-running calls and
+        confirmation requests (``adk_request_confirmation``) no user message has answered yet,
+        in the order they were made. Answer them with function responses to their ids."""
+        inv = self._inv
+        return waiting_calls(inv.session.events, inv.invocation_id)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run is over and stopped to wait for the client (:attr:`waiting_for`):
+        it did not fail and was not cancelled. Answering the calls resumes the invocation."""
+        inv = self._inv
+        if self._channel.sending or inv.agent_failure is not None:
+            return False
+        return not inv.cancel_scope.cancel_called and bool(self.waiting_for)
 
     def cancel(self, reason: str | None = None) -> None:
         """Cancel the run: agents stop, committed events stay, open calls get closed."""

@@ -115,22 +115,37 @@ class Runner:
         new_message: Content | str | None = None,
         state_delta: Mapping[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        invocation_id: str | None = None,
     ) -> contextlib.AbstractAsyncContextManager[RunStream]:
-        """Start one invocation; iterate the yielded :class:`RunStream` for its events.
+        """Start one invocation, or resume one; iterate the yielded :class:`RunStream` for its
+        events.
+
+        With ``invocation_id`` (a resumable app), the run continues that invocation where it
+        stands: paused on long-running calls or confirmation requests, failed, cancelled, or cut
+        short by a dead process. ``new_message`` may then be omitted, or carry the function
+        responses that answer its open calls. Agents that finished are skipped and committed
+        tool results are reused (nothing that committed runs twice). A message with function
+        responses resumes the invocation of the calls it answers even without ``invocation_id``.
 
         Raises:
             SessionNotFoundError: no such session (nothing is stored).
             SessionBusyError: a run is in flight on the session and ``concurrent_runs="reject"``.
+            ResumeError: ``invocation_id`` names no invocation of the session, one that
+                finished, or the app is not resumable; or an answer answers no open call
+                (nothing is stored).
             ConfigurationError: a bad message (e.g. one carrying function calls).
             SerializationError: a ``state_delta`` that is not JSON.
             Exception: whatever an agent, tool, model or callback raised (a lone failure keeps its
                 type; several at once arrive as an ``ExceptionGroup``).
         """
         run_config = run_config or DEFAULT_RUN_CONFIG
-        message = user_message(new_message)
+        resuming = invocation_id is not None
+        if resuming and not isinstance(invocation_id, str):
+            raise ConfigurationError(f"invocation_id must be a str, got {invocation_id!r}")
+        message = None if new_message is None and resuming else user_message(new_message)
         if state_delta:
             check_state_delta(state_delta)
-        return RunBlock(self, user_id, session_id, message, state_delta, run_config)
+        return RunBlock(self, user_id, session_id, message, state_delta, run_config, invocation_id)
 
     def run_sync(
         self,
@@ -141,6 +156,7 @@ class Runner:
         state_delta: Mapping[str, Any] | None = None,
         run_config: RunConfig | None = None,
         auto_create_session: bool = False,
+        invocation_id: str | None = None,
     ) -> list[Event]:
         """Run one invocation to completion under ``trio.run`` and return its events.
 
@@ -164,6 +180,7 @@ class Runner:
                 new_message=new_message,
                 state_delta=state_delta,
                 run_config=run_config,
+                invocation_id=invocation_id,
             ) as events:
                 return [event async for event in events]
 

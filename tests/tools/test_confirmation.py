@@ -373,18 +373,23 @@ async def test_in_a_pipeline_the_answer_goes_to_the_agent_that_asked() -> None:
     from trio_agents import SequentialAgent
 
     shop = Shop()
-    asker = make_agent([fc("refund", {"amount": 7}), "refunded"], shop.tool)
+    asker = make_agent([fc("refund", {"amount": 7}), "refunded", "hello again"], shop.tool)
     after = LlmAgent(name="after", model=ScriptedModel(["noted", "noted again"]))
     chat = await Chat.start(SequentialAgent(name="pipeline", sub_agents=[asker, after]))
     events = await chat.send("refund 7")
     request_id, _ = request_of(events)
-    # Not resumable: the pipeline runs on past the request, as with any long-running call.
-    assert [e.author for e in events][-1] == "after"
-    (later,) = model_of(after).requests
-    assert not any(REQUEST in item for item in seen_by_model(later))
+    # Not resumable, as in ADK: the pipeline stops at the request (the invocation waits for the
+    # client), and the answer goes to the agent that asked alone.
+    assert [e.author for e in events][-1] == "assistant"
+    assert model_of(after).requests == []
     resumed = await chat.send(answer(request_id, {"confirmed": True}))
     assert shop.refunded == [7]
     assert [e.author for e in resumed] == ["assistant", "assistant"]
+    assert model_of(after).requests == []
+    later = await chat.send("next")
+    assert [e.author for e in later] == ["assistant", "after"]  # a new message starts over
+    (seen,) = model_of(after).requests
+    assert not any(REQUEST in item for item in seen_by_model(seen))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -4,7 +4,7 @@ A long-running tool runs at once, exactly once. A falsy result leaves its call o
 event calling it is final and the agent's turn ends there. The client answers later with a user
 message holding a ``FunctionResponse`` with the call's id; the Runner routes it to the agent that
 made the call (R-XFER-8) and that agent's model sees the call directly followed by the latest
-answer. Workflow agents do not pause on such a call unless the app is resumable (ARCHITECTURE §4).
+answer. The invocation waits for the client there: enclosing workflow agents stop (R-LRO-4).
 """
 
 from __future__ import annotations
@@ -207,8 +207,8 @@ async def test_the_answer_goes_to_the_sub_agent_that_made_the_call_r_lro_3() -> 
 
 
 async def test_the_answer_resumes_only_the_caller_inside_a_sequence_s_lro_5() -> None:
-    """Non-resumable: the sequence does not pause on the call (ARCHITECTURE §4), the answer goes to
-    the caller alone, and the next plain message starts the sequence over."""
+    """Not resumable, as in ADK: the sequence stops after the call (the invocation waits for the
+    client), the answer goes to the caller alone, and the next plain message starts over."""
     approvals = Approvals(result=None)
     a1 = agent("a1", [fc("approve", {"amount": 1}), "a1 got it", "a1 again"], approvals.tool)
     a2 = agent("a2", ["a2 first", "a2 again"])
@@ -216,28 +216,28 @@ async def test_the_answer_resumes_only_the_caller_inside_a_sequence_s_lro_5() ->
     first = await session.send("one")
     assert [(e.author, k) for e, k in zip(first, kinds(first), strict=True)] == [
         ("a1", "FC:approve"),
-        ("a2", "T:a2 first"),
     ]
     second = await session.send(answer(call_id_of(first[0]), {"ok": True}))
     assert [(e.author, e.text) for e in second] == [("a1", "a1 got it")]
     third = await session.send("three")
-    assert [(e.author, e.text) for e in third] == [("a1", "a1 again"), ("a2", "a2 again")]
+    assert [(e.author, e.text) for e in third] == [("a1", "a1 again"), ("a2", "a2 first")]
     assert approvals.runs == [1]
 
 
-async def test_a_loop_does_not_pause_on_a_long_running_call_either() -> None:
-    """ARCHITECTURE §4: no workflow agent pauses unless the app is resumable."""
-    approvals = Approvals(result=None)
-    a1 = agent("a1", [fc("approve", {"amount": 1}), fc("approve", {"amount": 2})], approvals.tool)
+async def test_a_loop_stops_at_a_long_running_call_too() -> None:
+    """Not resumable, as in ADK: the loop ends where the invocation waits for the client."""
+    approvals = Approvals(result={"status": "pending"})
+    a1 = agent("a1", [fc("approve", {"amount": 1}), "waiting", "a1 again"], approvals.tool)
     a2 = agent("a2", ["a2 first", "a2 second"])
     events = await chat(LoopAgent(name="loop", sub_agents=[a1, a2], max_iterations=2))
+    # A pending result is answered at once and the model speaks again; the loop still stops.
     assert [(e.author, k) for e, k in zip(events, kinds(events), strict=True)] == [
         ("a1", "FC:approve"),
-        ("a2", "T:a2 first"),
-        ("a1", "FC:approve"),
-        ("a2", "T:a2 second"),
+        ("a1", "FR:approve"),
+        ("a1", "T:waiting"),
     ]
-    assert approvals.runs == [1, 2]
+    assert approvals.runs == [1]
+    assert model_of(a2).requests == []
 
 
 async def test_answering_an_unknown_call_id_is_rejected_r_run_2() -> None:

@@ -14,7 +14,7 @@ from .._callbacks import CallbackSpec, callback_chain, plugins_then_chain, run_c
 from .._content import Content
 from .._context import CallbackContext, InvocationContext
 from .._errors import AgentTimeoutError, ConfigurationError, PluginError
-from .._events import Event
+from .._events import Event, EventActions
 from .._util import check_timeout
 
 __all__ = ["BaseAgent"]
@@ -156,10 +156,18 @@ class BaseAgent:
         """Run this agent: before-callbacks, the implementation, after-callbacks (R-AG-1..4).
 
         When the agent hands off with a transfer, the target then runs in its place, on the same
-        branch (a hand-off, not a nested call; chains are followed in a loop).
+        branch (a hand-off, not a nested call; chains are followed in a loop). In a resumable
+        app the agent commits ``end_of_agent`` when it finishes without pausing; a resumed
+        invocation skips the agents that did (following the hand-offs they made).
         """
         agent: BaseAgent | None = self
+        plan = parent_ctx.resume_plan
+        skipped: set[str] = set()
         while agent is not None:
+            if plan is not None and plan.has_ended(agent) and agent.name not in skipped:
+                skipped.add(agent.name)  # finished before the invocation was resumed
+                agent = plan.transfer_of(agent)
+                continue
             ctx = parent_ctx.for_agent(agent)
             if agent.timeout is None:
                 agent = await agent._run_steps(ctx)
@@ -177,6 +185,8 @@ class BaseAgent:
     async def _run_steps(self, ctx: InvocationContext) -> BaseAgent | None:
         if await self._before(ctx):
             return None
+        resumable = ctx.is_resumable
+        mark = ctx.pause_mark() if resumable else 0
         try:
             await self._run_impl(ctx)
         except Exception as exc:
@@ -187,6 +197,8 @@ class BaseAgent:
                 ctx.cancelled = True
                 await self._after_cancelled(ctx)
             raise
+        if resumable and not ctx.paused_since(mark):
+            await ctx.emit(Event(author=self.name, actions=EventActions(end_of_agent=True)))
         if ctx.end_invocation:
             return None
         await self._after(ctx)
@@ -255,6 +267,11 @@ class BaseAgent:
                 await run_callback_chain(self._after_chain, callback_context=cc)
             except Exception:
                 logger.exception("after-agent callback of %r failed during cancellation", self.name)
+
+    async def _checkpoint(self, ctx: InvocationContext, state: dict[str, Any]) -> None:
+        """Commit where this (workflow) agent stands, for a resumed invocation to continue from;
+        only in a resumable app."""
+        await ctx.emit(Event(author=self.name, actions=EventActions(agent_state=state)))
 
     def _callback_event(self, result: object, cc: CallbackContext) -> Event:
         if not isinstance(result, Content):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .._aftermath import is_closing_response
 from .._content import Content, FunctionCall, FunctionResponse, Part
 from .._events import Event, replace
 from .._ids import new_function_call_id
@@ -107,7 +108,7 @@ def _scan(
 ) -> tuple[dict[str, str], dict[str, FunctionCall], set[str]]:
     """From the newest event back: ``agent``'s confirmation requests that ``answers`` answer
     (request id -> original call id), the calls by id, and the ids answered after the user's
-    answer (calls already re-run)."""
+    answer (calls already re-run; a closing response the runtime wrote does not count)."""
     requests: dict[str, str] = {}
     originals: dict[str, FunctionCall] = {}
     rerun: set[str] = set()
@@ -117,7 +118,7 @@ def _scan(
         if event.author == "user" and any(r.id in answers for r in responses):
             answered_here = True
         if not answered_here:
-            rerun.update(r.id for r in responses if r.id)
+            rerun.update(r.id for r in responses if r.id and not is_closing_response(r))
         for call in event.get_function_calls():
             if call.id is None:
                 continue

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from .._aftermath import is_closing_response
 from .._content import Content, Part
 from .._events import Event
 from .._tool_confirmation import REQUEST_CONFIRMATION
@@ -48,6 +49,10 @@ class History:
     last_id: str | None = None
     """The id of the last event converted, to notice a history that is not the one we built."""
 
+    closed: dict[str, int] = attrs.field(factory=dict)
+    """Calls the runtime closed (run cancelled, failed or its process died), by id: where the
+    closing response sits in ``contents``. A result committed later takes its place."""
+
     def update(self, events: Sequence[Event]) -> None:
         """Convert the events committed since the last update (O(new events)).
 
@@ -68,6 +73,7 @@ class History:
         self.seen = self.turn_start = 0
         self.contents = []
         self.call_index = {}
+        self.closed = {}
         self.last_id = None
 
     def _add(self, event: Event) -> None:
@@ -96,12 +102,30 @@ class History:
             if part.function_call is not None and part.function_call.id:
                 self.call_index[part.function_call.id] = len(self.contents)
             response = part.function_response
-            if response is not None and response.id and response.id not in self.call_index:
-                continue  # an orphan response: its call is not in this history
+            if response is not None and response.id:
+                if response.id not in self.call_index:
+                    continue  # an orphan response: its call is not in this history
+                if response.id in self.closed and self._supersede(response.id, part):
+                    continue  # a resumed run's result, put where the closing response was
+                if is_closing_response(response):
+                    self.closed[response.id] = len(self.contents)
             parts.append(part)
         if not parts:
             return None
         return content if len(parts) == len(content.parts) else attrs.evolve(content, parts=parts)
+
+    def _supersede(self, call_id: str, part: Part) -> bool:
+        """Replace the runtime's closing response to ``call_id`` by ``part`` (the result of the
+        call run again when the invocation resumed); False if it cannot be found."""
+        index = self.closed.pop(call_id)
+        content = self.contents[index]
+        parts = list(content.parts)
+        for at, old in enumerate(parts):
+            if old.function_response is not None and old.function_response.id == call_id:
+                parts[at] = part
+                self.contents[index] = attrs.evolve(content, parts=parts)
+                return True
+        return False
 
     def request_contents(self, include: str) -> list[Content]:
         """The contents for the next model call.

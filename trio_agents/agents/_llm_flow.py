@@ -39,6 +39,7 @@ from ._llm_tools import run_function_calls
 from ._llm_toolsets import in_step_tools
 
 if TYPE_CHECKING:
+    from .._resume import ResumePlan
     from ._llm import InstructionProvider
 
 __all__ = ["run_llm_agent"]
@@ -51,6 +52,9 @@ _DECLARE_ONLY = BaseTool.process_llm_request
 async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
     """Run steps until one ends on a final response, a partial event or no event (R-LLM-2)."""
     step = _step_with_toolsets if agent.uses_toolsets else _step
+    plan = ctx.resume_plan
+    if plan is not None and plan.last_event(agent) is not None and await _resume(agent, ctx, plan):
+        return
     if _answers_calls(ctx) and await _rerun_confirmed(agent, ctx):
         return
     while not ctx.end_invocation:
@@ -77,6 +81,42 @@ async def _rerun_confirmed(agent: LlmAgent, ctx: InvocationContext) -> bool:
     last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
     return last is not None and bool(
         last.long_running_tool_ids or last.actions.requested_tool_confirmations
+    )
+
+
+async def _resume(agent: LlmAgent, ctx: InvocationContext, plan: ResumePlan) -> bool:
+    """Continue ``agent``'s turn from its last committed event; True when the turn is over.
+
+    Calls of its last model turn that have no committed result run again (the runtime's closing
+    response is not a result); a turn that ended on a final answer is not taken up again; a turn
+    still waiting for the client stays paused unless the client has answered since.
+    """
+    calls = plan.calls_to_run(agent)
+    if calls:
+
+        async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+            return await run_function_calls(agent, ctx, calls)
+
+        runner = in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx)
+        responses = await runner
+        if responses is None:
+            return True  # nothing to answer yet (long-running): the turn waits
+        if responses.actions.transfer_to_agent:
+            ctx.transfer_to = agent.root_agent.find_agent(responses.actions.transfer_to_agent)
+            return True
+        return _turn_over(responses)
+    if plan.answered_since(agent):
+        return False  # the client answered: the model takes the answer
+    if plan.waits_for_client(agent):
+        ctx.mark_paused()
+        return True
+    last = plan.last_event(agent)
+    return last is not None and _turn_over(last)
+
+
+def _turn_over(event: Event) -> bool:
+    return event.is_final_response() or bool(
+        event.long_running_tool_ids or event.actions.requested_tool_confirmations
     )
 
 

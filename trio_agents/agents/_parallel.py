@@ -27,11 +27,18 @@ class ParallelAgent(BaseAgent):
       agent: the original exception when it is the only one, else an ``ExceptionGroup``.
     * An escalating event authored by a direct sub-agent is delivered, then every branch is
       cancelled and this agent ends (R-PAR-6).
+    * A branch that makes the invocation wait for the client pauses; the others run on, and
+      this agent ends unfinished once every branch has ended or paused. In a resumable app it
+      commits ``agent_state={}`` when it starts; a resumed invocation runs again only the
+      branches that had not finished.
     """
 
     async def _run_async_impl(self, ctx: InvocationContext) -> None:
         if not self.sub_agents:
             return
+        plan = ctx.resume_plan
+        if ctx.is_resumable and (plan is None or plan.state_of(self) is None):
+            await self._checkpoint(ctx, {})
         try:
             async with trio.open_nursery() as nursery:
 

@@ -18,7 +18,7 @@ from ._base import BaseAgent
 if TYPE_CHECKING:
     from ._llm import LlmAgent
 
-__all__ = ["agent_to_run", "check_transfer", "transfer_targets"]
+__all__ = ["agent_to_run", "answered_call_event", "check_transfer", "transfer_targets"]
 
 TRANSFER_TOOL = "transfer_to_agent"
 
@@ -167,6 +167,14 @@ def _transferable(agent: BaseAgent) -> bool:
 
 
 def _author_of_answered_call(root: BaseAgent, events: Sequence[Event]) -> BaseAgent | None:
+    event = answered_call_event(events)
+    return None if event is None else root.find_agent(event.author)
+
+
+def answered_call_event(events: Sequence[Event]) -> Event | None:
+    """The event holding the call the newest event (a user's function response) answers."""
+    if not events:
+        return None
     responses = events[-1].get_function_responses()
     if not responses or not responses[0].id:
         return None
@@ -174,5 +182,5 @@ def _author_of_answered_call(root: BaseAgent, events: Sequence[Event]) -> BaseAg
     for index in range(len(events) - 2, -1, -1):
         event = events[index]
         if any(call.id == call_id for call in event.get_function_calls()):
-            return root.find_agent(event.author)
+            return event
     return None

@@ -1,0 +1,395 @@
+"""Resuming an invocation: where it stands, read from the events it committed.
+
+A resumable app's agents commit checkpoints as they go (``agent_state`` before a workflow agent
+starts a sub-agent, ``end_of_agent`` when an agent finishes). Resuming reads the invocation's own
+events, newest first back to its opening message, into a :class:`ResumePlan`, which the resumed
+run keeps up to date as it commits: agents that ended are skipped, workflow agents continue from
+their checkpoint, and an LLM agent continues from its last committed event (its committed tool
+results are reused; calls without a result, or answered only by the runtime's closing response,
+run again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._aftermath import is_closing_response
+from ._content import Content, FunctionCall
+from ._errors import ResumeError
+
+if TYPE_CHECKING:
+    from ._events import Event
+    from .agents._base import BaseAgent
+
+__all__ = ["InvocationRecord", "ResumePlan", "find_invocation", "waiting_calls"]
+
+
+class InvocationRecord:
+    """An invocation's events in commit order, and where its opening message sits in history."""
+
+    __slots__ = ("events", "invocation_id", "opening_index")
+
+    def __init__(self, invocation_id: str, opening_index: int, events: list[Event]) -> None:
+        self.invocation_id = invocation_id
+        self.opening_index = opening_index
+        """Index in the session's history of the user message that started the invocation."""
+        self.events = events
+
+    @property
+    def opening_message(self) -> Content | None:
+        """The user message that started the invocation."""
+        return self.events[0].content if self.events else None
+
+    def latest_user_content(self) -> Content | None:
+        """The newest user message of the invocation (an answer, or the opening message)."""
+        for event in reversed(self.events):
+            if event.author == "user" and event.content is not None:
+                return event.content
+        return None
+
+
+def find_invocation(events: Sequence[Event], invocation_id: str) -> InvocationRecord | None:
+    """The events of ``invocation_id``, read from the newest event back to its opening message
+    (a user message that answers no call); None when no event carries that id."""
+    found: list[Event] = []
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.invocation_id != invocation_id:
+            continue
+        found.append(event)
+        if event.author == "user" and event.content is not None and not _answers(event):
+            found.reverse()
+            return InvocationRecord(invocation_id, index, found)
+    if not found:
+        return None
+    found.reverse()  # no opening message (written by another tool): start at its first event
+    return InvocationRecord(invocation_id, len(events) - len(found), found)
+
+
+def _answers(event: Event) -> bool:
+    content = event.content
+    return content is not None and any(p.function_response is not None for p in content.parts)
+
+
+def _open_long_running(events: Sequence[Event]) -> dict[str, FunctionCall]:
+    """The long-running calls of ``events`` that no user message has answered, in call order."""
+    calls: dict[str, FunctionCall] = {}
+    answered: set[str] = set()
+    for event in events:
+        if event.author == "user":
+            answered.update(r.id for r in event.get_function_responses() if r.id)
+            continue
+        waiting = event.long_running_tool_ids
+        if waiting:
+            for call in event.get_function_calls():
+                if call.id in waiting:
+                    calls[call.id] = call
+    return {i: c for i, c in calls.items() if i not in answered}
+
+
+def waiting_calls(events: Sequence[Event], invocation_id: str) -> tuple[FunctionCall, ...]:
+    """The long-running calls (confirmation requests included) ``invocation_id`` waits for."""
+    record = find_invocation(events, invocation_id)
+    if record is None:
+        return ()
+    return tuple(_open_long_running(record.events).values())
+
+
+class ResumePlan:
+    """Where a resumed invocation stands, kept up to date as the resumed run commits.
+
+    Keyed by agent name: which agents ended, each workflow agent's last checkpoint, each agent's
+    last content event and last event with function calls, the call ids that have a result (a
+    tool's response or the user's answer; the runtime's closing responses do not count) and the
+    transfers made. A checkpoint that starts a sub-agent forgets what that sub-agent and its
+    descendants did before (a loop's next pass starts them afresh).
+    """
+
+    __slots__ = (
+        "answered",
+        "ended",
+        "user_answers",
+        "last_calls",
+        "last_own",
+        "root",
+        "seen",
+        "states",
+        "transfers",
+    )
+
+    def __init__(self, root: BaseAgent) -> None:
+        self.root = root
+        self.ended: set[str] = set()
+        self.states: dict[str, Mapping[str, Any]] = {}
+        self.last_own: dict[str, tuple[int, Event]] = {}
+        self.last_calls: dict[str, Event] = {}
+        self.transfers: dict[str, str] = {}
+        self.answered: set[str] = set()
+        self.user_answers: dict[str, int] = {}
+        """The position of the newest user answer to each call id."""
+        self.seen = 0
+
+    @classmethod
+    def of(cls, root: BaseAgent, record: InvocationRecord) -> ResumePlan:
+        """The plan of a stored invocation."""
+        plan = cls(root)
+        for event in record.events:
+            plan.observe(event)
+        return plan
+
+    def observe(self, event: Event) -> None:
+        """Take a committed event of the invocation into account."""
+        self.seen += 1
+        author, actions = event.author, event.actions
+        if author == "user":
+            self._observe_answers(event)
+            return
+        if actions.agent_state is not None:
+            self._start_checkpoint(author, actions.agent_state)
+        if actions.end_of_agent:
+            self.ended.add(author)
+            self.states.pop(author, None)
+        if actions.transfer_to_agent:
+            self.transfers[author] = actions.transfer_to_agent
+        if event.content is None or event.partial:
+            return
+        self.last_own[author] = (self.seen, event)
+        if event.get_function_calls():
+            self.last_calls[author] = event
+        for response in event.get_function_responses():
+            if response.id and not is_closing_response(response):
+                self.answered.add(response.id)
+
+    def _observe_answers(self, event: Event) -> None:
+        for response in event.get_function_responses():
+            if response.id:
+                self.answered.add(response.id)
+                self.user_answers[response.id] = self.seen
+
+    def _start_checkpoint(self, author: str, state: Mapping[str, Any]) -> None:
+        self.states[author] = state
+        self.ended.discard(author)
+        current = state.get("current_sub_agent")
+        owner = self.root.find_agent(author)
+        if owner is None:
+            return
+        if isinstance(current, str) and current:
+            child = owner.find_sub_agent(current)
+            if child is not None:
+                self._forget(child)
+        elif not state:  # a parallel agent starting: every branch starts afresh
+            for child in owner.sub_agents:
+                self._forget(child)
+
+    def _forget(self, agent: BaseAgent) -> None:
+        for name in _names(agent):
+            self.ended.discard(name)
+            self.states.pop(name, None)
+            self.last_own.pop(name, None)
+            self.last_calls.pop(name, None)
+            self.transfers.pop(name, None)
+
+    # -- questions agents ask -------------------------------------------------------------------
+
+    def has_ended(self, agent: BaseAgent) -> bool:
+        """Whether ``agent`` finished in this invocation (since it last started)."""
+        return agent.name in self.ended
+
+    def transfer_of(self, agent: BaseAgent) -> BaseAgent | None:
+        """The agent ``agent`` handed off to before it ended, if any."""
+        target = self.transfers.get(agent.name)
+        return None if target is None else self.root.find_agent(target)
+
+    def state_of(self, agent: BaseAgent) -> Mapping[str, Any] | None:
+        """The last checkpoint ``agent`` committed, or None if it has not started."""
+        return self.states.get(agent.name)
+
+    def calls_to_run(self, agent: BaseAgent) -> list[FunctionCall]:
+        """The calls of ``agent``'s last model turn that have no result and are not waiting for
+        the client: they run again."""
+        event = self.last_calls.get(agent.name)
+        if event is None:
+            return []
+        waiting = event.long_running_tool_ids or ()
+        return [
+            call
+            for call in event.get_function_calls()
+            if call.id and call.id not in self.answered and call.id not in waiting
+        ]
+
+    def answered_since(self, agent: BaseAgent) -> bool:
+        """Whether the user answered one of ``agent``'s last calls after its last content event."""
+        last = self.last_own.get(agent.name)
+        event = self.last_calls.get(agent.name)
+        if last is None or event is None:
+            return False
+        answers = self.user_answers
+        return any(answers.get(c.id or "", -1) > last[0] for c in event.get_function_calls())
+
+    def last_event(self, agent: BaseAgent) -> Event | None:
+        """``agent``'s last content event in the invocation (since it last started)."""
+        last = self.last_own.get(agent.name)
+        return None if last is None else last[1]
+
+    def waits_for_client(self, agent: BaseAgent) -> bool:
+        """Whether ``agent``'s last model turn has long-running calls no user answered."""
+        event = self.last_calls.get(agent.name)
+        if event is None or not event.long_running_tool_ids:
+            return False
+        return any(i not in self.answered for i in event.long_running_tool_ids)
+
+
+def _names(agent: BaseAgent) -> Iterator[str]:
+    yield agent.name
+    for child in agent.sub_agents:
+        yield from _names(child)
+
+
+# -- checking a resume request before anything is stored ------------------------------------------
+
+
+def check_answers(message: Content, record: InvocationRecord) -> None:
+    """Every function response of ``message`` must answer an open long-running call (or
+    confirmation request) of the invocation.
+
+    Raises:
+        ResumeError: naming the call id that answers no open call.
+    """
+    calls: set[str] = set()
+    for event in record.events:
+        calls.update(event.long_running_tool_ids or ())
+    for part in message.parts:
+        response = part.function_response
+        if response is None:
+            continue
+        if not response.id or response.id not in calls:
+            raise ResumeError(
+                f"function response {response.id!r} answers no open call of invocation "
+                f"{record.invocation_id!r}",
+                invocation_id=record.invocation_id,
+                call_id=response.id,
+            )
+
+
+class Resumption:
+    """A checked request to resume an invocation: what it resumes and the message to store."""
+
+    __slots__ = ("message", "plan", "record", "start_agent")
+
+    def __init__(
+        self, record: InvocationRecord, plan: ResumePlan, start: BaseAgent, message: Content | None
+    ) -> None:
+        self.record = record
+        self.plan = plan
+        self.start_agent = start
+        """The agent the invocation started with: the resumed run starts there again."""
+        self.message = message
+        """The answers to store (None: the run resumes without a message)."""
+
+    @property
+    def invocation_id(self) -> str:
+        return self.record.invocation_id
+
+    def replan(self, events: Sequence[Event]) -> ResumePlan:
+        """The plan again, from ``events`` (after the runtime closed the calls a dead run left)."""
+        record = find_invocation(events, self.invocation_id) or self.record
+        self.record = record
+        self.plan = ResumePlan.of(self.plan.root, record)
+        return self.plan
+
+
+def resumption(
+    root: BaseAgent,
+    resumable: bool,
+    events: Sequence[Event],
+    invocation_id: str | None,
+    message: Content | None,
+    answered: str | None,
+) -> Resumption | None:
+    """Check a run request against the stored invocation it resumes; None for a new invocation
+    (or, in an app that is not resumable, an answer that continues the call's author alone).
+
+    ``answered`` is the invocation the message's function responses answer, if any. An explicit
+    ``invocation_id`` must name an unfinished invocation of the session; the message, if any,
+    must be its opening message again (not stored twice) or answers to its open calls.
+
+    Raises:
+        ResumeError: naming the invocation, or the call id that answers no open call.
+    """
+    if invocation_id is None:
+        if not resumable or answered is None:
+            return None
+        found = _resumable(root, events, answered, strict=False)
+        if found is None:
+            return None  # a late update to a finished invocation's call: its author takes it
+        record, plan, start = found
+        if message is not None:
+            check_answers(message, record)
+        return Resumption(record, plan, start, message)
+    if not resumable:
+        raise ResumeError(
+            f"cannot resume invocation {invocation_id!r}: the app is not resumable "
+            "(give it resumability_config=ResumabilityConfig(is_resumable=True))",
+            invocation_id=invocation_id,
+        )
+    found = _resumable(root, events, invocation_id, strict=True)
+    assert found is not None
+    record, plan, start = found
+    return Resumption(record, plan, start, _resume_message(record, message, answered))
+
+
+def _resumable(
+    root: BaseAgent, events: Sequence[Event], invocation_id: str, *, strict: bool
+) -> tuple[InvocationRecord, ResumePlan, BaseAgent] | None:
+    from .agents._transfer import agent_to_run
+
+    record = find_invocation(events, invocation_id)
+    if record is None:
+        raise ResumeError(
+            f"invocation {invocation_id!r} is not in this session", invocation_id=invocation_id
+        )
+    plan = ResumePlan.of(root, record)
+    start = agent_to_run(root, events[: record.opening_index + 1])
+    if _finished(plan, start):
+        if not strict:
+            return None
+        raise ResumeError(
+            f"invocation {invocation_id!r} already finished: there is nothing to resume",
+            invocation_id=invocation_id,
+        )
+    return record, plan, start
+
+
+def _finished(plan: ResumePlan, start: BaseAgent) -> bool:
+    """Whether the agent the invocation started with ended (following its hand-offs)."""
+    agent: BaseAgent | None = start
+    seen: set[str] = set()
+    while agent is not None and agent.name not in seen:
+        if not plan.has_ended(agent):
+            return False
+        seen.add(agent.name)
+        agent = plan.transfer_of(agent)
+    return True
+
+
+def _resume_message(
+    record: InvocationRecord, message: Content | None, answered: str | None
+) -> Content | None:
+    if message is None or message == record.opening_message:
+        return None  # resumed without a message: the opening one is not stored twice
+    invocation_id = record.invocation_id
+    if answered is None:
+        raise ResumeError(
+            f"invocation {invocation_id!r} resumes without a message, with its own message again, "
+            "or with function responses answering its open calls; got another message",
+            invocation_id=invocation_id,
+        )
+    if answered != invocation_id:
+        raise ResumeError(
+            f"the function responses answer calls of invocation {answered!r}, "
+            f"not of {invocation_id!r}",
+            invocation_id=invocation_id,
+        )
+    check_answers(message, record)
+    return message
