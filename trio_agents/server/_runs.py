@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from .._content import Content
 from .._errors import (
     ConfigurationError,
+    ResumeError,
     SerializationError,
     SessionBusyError,
     SessionNotFoundError,
@@ -85,19 +86,19 @@ class RunPlan:
     def key(self) -> SessionKey:
         return (self.app_name, self.user_id, self.session_id)
 
-    @property
-    def refused_by(self) -> str:
-        """What a refusal of this run names: the message, or the invocation it resumes."""
-        if self.invocation_id is None:
-            return "newMessage"
-        return f"invocationId {self.invocation_id!r}"
+    def resumes(self, runner: Runner) -> str | None:
+        """The invocation ``runner`` is asked to resume.
 
-    def run_arguments(self) -> dict[str, Any]:
-        """The message and the invocation ``Runner.run`` takes (no invocation: a new one)."""
-        arguments: dict[str, Any] = {"new_message": self.message}
-        if self.invocation_id is not None:
-            arguments["invocation_id"] = self.invocation_id
-        return arguments
+        As ADK's server does, an app that is not resumable ignores ``invocationId`` when a
+        message comes with it (function responses find the invocation of the calls they
+        answer); without a message, the runner refuses the request.
+        """
+        if self.invocation_id is None or self.message is None or _resumable(runner):
+            return self.invocation_id
+        logger.info(
+            "app %s is not resumable: invocationId %r ignored", self.app_name, self.invocation_id
+        )
+        return None
 
     def run_config(self, max_llm_calls: int | None) -> RunConfig:
         mode = StreamingMode.SSE if self.streaming else StreamingMode.NONE
@@ -105,6 +106,10 @@ class RunPlan:
         if max_llm_calls is None:
             return config
         return attrs.evolve(config, max_llm_calls=max_llm_calls)
+
+
+def _resumable(runner: Runner) -> bool:
+    return runner.app is not None and runner.app.is_resumable
 
 
 def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
@@ -253,8 +258,10 @@ async def start_run(
         raise busy(exc) from exc
     except StoreUnavailableError as exc:
         raise unavailable(str(exc)) from exc
-    except ConfigurationError as exc:  # a bad message, or a resume naming no open invocation
-        raise HTTPError(422, f"{plan.refused_by}: {exc}") from exc
+    except ResumeError as exc:
+        raise resume_refused(exc) from exc
+    except ConfigurationError as exc:
+        raise HTTPError(422, f"newMessage: {exc}") from exc
     except SerializationError as exc:  # the path names the message's part or the delta's key
         raise HTTPError(422, str(exc)) from exc
     finally:
@@ -325,7 +332,8 @@ async def _run(
             session_id=plan.session_id,
             state_delta=plan.state_delta,
             run_config=plan.run_config(max_llm_calls),
-            **plan.run_arguments(),
+            new_message=plan.message,
+            invocation_id=plan.resumes(runner),
         ) as stream:
             live.begin(stream)
             core.register(live)
@@ -340,8 +348,16 @@ async def _run(
         return terminal_frame("error", live.invocation_id, exc)
     if cancelled:
         return terminal_frame("cancelled", stream.invocation_id)
-    waiting = getattr(stream, "waiting_for", ()) if getattr(stream, "paused", False) else ()
+    waiting = stream.waiting_for if stream.paused else ()
     return terminal_frame("done", stream.invocation_id, waiting_for=waiting)
+
+
+def resume_refused(exc: ResumeError) -> HTTPError:
+    """The 422 of a resume request naming no open invocation or call: ``detail`` says which
+    (the field at fault first), ``invocationId`` and ``callId`` name them."""
+    field = "invocationId" if exc.call_id is None else "newMessage"
+    names = {"invocationId": exc.invocation_id, "callId": exc.call_id}
+    return HTTPError(422, f"{field}: {exc}", extra={k: v for k, v in names.items() if v})
 
 
 # -- writing frames to the client ----------------------------------------------------------------
