@@ -2,8 +2,9 @@
 
 ``trio-agents web --adk-ui`` serves the installed google-adk's UI over our API and dev routes.
 The tests chat, open the agent graph and the traces, make an agent fail, and answer a tool's
-confirmation request with the UI's own form; every request the UI makes must succeed (fonts are blocked: nothing leaves the machine). Needs google-adk
-(``pip install 'trio_agents[adk-ui]'``; ``.ci/run`` installs it) and Chromium.
+confirmation request with the UI's own form; every request the UI makes must succeed (fonts
+are blocked: nothing leaves the machine). Needs google-adk (``pip install
+'trio_agents[adk-ui]'``; ``.ci/run`` installs it) and Chromium.
 """
 
 from __future__ import annotations
