@@ -147,6 +147,7 @@ def test_approving_a_confirmation_runs_the_tool_with_the_payload(
     page.status("done")
     assert 'refund answered {"order": "A-17", "refunded": 5}' in page.chat()
     assert not page.one("#open-calls").is_displayed()
+    assert page.all(".event .what")[-1].text == "checkpoint: end of agent"
     answer = {
         "id": request["id"],
         "name": CONFIRMATION,

@@ -344,7 +344,10 @@ function summaryOf(event) {
   const lines = callLines(event);
   if (lines.length) return short(lines.join("; "));
   if (text) return short(text);
-  if (event.actions && event.actions.escalate) return "escalate";
+  const actions = event.actions || {};
+  if (actions.escalate) return "escalate";
+  if (actions.endOfAgent) return "checkpoint: end of agent";
+  if (actions.agentState) return `checkpoint: ${short(JSON.stringify(actions.agentState))}`;
   return "(no content)";
 }
 
