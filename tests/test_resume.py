@@ -378,3 +378,42 @@ async def test_resending_the_opening_message_does_not_store_it_twice() -> None:
     await chat.send("look x up", invocation_id=invocation)
     users = [e for e in await chat.events() if e.author == "user"]
     assert [e.text for e in users] == ["look x up"]
+
+
+# -- an agent tool whose agent pauses ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+async def test_an_agent_tool_pauses_the_parent_and_the_answer_resumes_the_child(
+    resumable: bool,
+) -> None:
+    from trio_agents.tools import AgentTool
+
+    approvals = Approvals()
+    clerk = llm("clerk", [fc("approve", {"amount": 9}), "clerk paid 9"], approvals.tool)
+    boss = llm("boss", [fc("clerk", {"request": "pay 9"}), "boss: done"], AgentTool(clerk))
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[boss]), resumable=resumable)
+    first = await chat.send("pay 9")
+    assert chat.paused()
+    (waiting,) = chat.last.waiting_for if chat.last else ()
+    assert waiting.name == "approve" and dict(waiting.args) == {"amount": 9}
+    assert approvals.runs == [9]
+    assert [e.author for e in first if e.get_function_calls()] == ["boss", "boss"]
+    second = await chat.send(answer(waiting.id, {"approved": True}))
+    assert approvals.runs == [9]  # the child resumed: its tool did not run again
+    texts = [e.text for e in second if e.text]
+    assert texts[-1] == "boss: done"
+    (reply,) = [e for e in second if e.get_function_responses()]
+    assert [dict(r.response) for r in reply.get_function_responses()] == [
+        {"result": "clerk paid 9"}
+    ]
+    # The boss's model saw its call and the clerk's answer, none of the clerk's own calls.
+    seen = [
+        (p.function_call.name if p.function_call else None)
+        or (p.function_response and dict(p.function_response.response))
+        or p.text
+        for c in boss.model.requests[-1].contents  # type: ignore[union-attr]
+        for p in c.parts
+    ]
+    assert seen == ["pay 9", "clerk", {"result": "clerk paid 9"}]
+    assert not chat.paused()

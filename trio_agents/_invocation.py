@@ -85,7 +85,7 @@ class Invocation:
         """Where each failure happened, by ``id`` of the exception (held, so ids stay unique)."""
         self.root_ctx: InvocationContext | None = None
         self._clock: WriteClock | None = None
-        self.resumable = runner.app is not None and runner.app.is_resumable
+        self.resumable = runner.resumable
         """Whether agents commit checkpoints (``agent_state`` / ``end_of_agent``)."""
         self.plan: ResumePlan | None = None
         """Where a resumed invocation stands (None for a new one), kept current at each commit."""

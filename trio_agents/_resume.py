@@ -109,13 +109,13 @@ class ResumePlan:
     __slots__ = (
         "answered",
         "ended",
-        "user_answers",
         "last_calls",
         "last_own",
         "root",
         "seen",
         "states",
         "transfers",
+        "user_answers",
     )
 
     def __init__(self, root: BaseAgent) -> None:

@@ -111,7 +111,7 @@ class RunBlock:
                 check_confirmation_answers(message, session.events)
         resume = resumption(
             runner.agent,
-            runner.app is not None and runner.app.is_resumable,
+            runner.resumable,
             session.events,
             self._invocation_id,
             message,

@@ -96,6 +96,9 @@ class Runner:
             )
         self.app = app
         """The :class:`~trio_agents.App` this Runner runs, or None (built from an agent)."""
+        self.resumable = app is not None and app.is_resumable
+        """Whether invocations commit checkpoints and can be resumed (from the app's
+        ``resumability_config``)."""
         self.agent = agent
         self.app_name = app_name
         self.session_service = session_service

@@ -7,8 +7,9 @@
 ``try``: run an invocation with ``concurrent_runs="reject"``; print ``busy`` or ``ran``.
 ``queue``: print ``busy`` if the session is leased right now, then run an invocation with
     ``concurrent_runs="queue"`` and print ``ran``.
-``crash``: run a multi-agent app on the session until killed, printing the id of every event
-    its consumer receives (partial events excepted), one per line, flushed.
+``crash``: run a multi-agent app on the session until killed (invocation after invocation: a
+    long-running call pauses one), printing the id of every event its consumer receives
+    (partial events excepted), one per line, flushed.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ async def main(mode: str, db: str, session: str) -> None:
             await run(service, Once(name="once"), session, concurrent_runs="queue")
             print("ran", flush=True)
         elif mode == "crash":
-            await run(service, crash_app(), session, echo=True)
+            while True:  # a long-running call pauses an invocation: the next one goes on
+                await run(service, crash_app(), session, echo=True)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
 

@@ -408,21 +408,26 @@ async def test_a_child_that_says_nothing_gives_an_empty_result_r_at_7() -> None:
     assert dict(events[1].actions.state_delta) == {"silent": True}
 
 
-async def test_unresolved_long_running_call_in_the_child_is_an_error_result_r_at_7() -> None:
+async def test_an_unresolved_long_running_call_in_the_child_pauses_the_parent() -> None:
+    """ADK returns an error string here (R-AT-7); the child's open call is given to the client
+    instead, in the parent session, and the parent stops there (tests/test_resume.py)."""
+
     def approve() -> None:
         return None
 
     child = child_agent([fc("approve")], tools=[LongRunningFunctionTool(approve)])
     parent = parent_agent(
-        [fc("child", {"request": "x"}), "the child is stuck"],
+        [fc("child", {"request": "x"}), "never"],
         AgentTool(child, skip_summarization=True),
     )
     events = await chat(parent)
-    assert kinds(events) == ["FC:child", "FR:child", "T:the child is stuck"]
+    assert kinds(events) == ["FC:child", "FR:child", "FC:approve"]
     ((_, result),) = responses(events[1])
-    assert result["result"].startswith("Error: agent 'child' stopped waiting on unresolved")
+    assert result["status"] == "pending"
     assert not events[1].is_final_response()  # skip_summarization is withdrawn
-    assert len(model_of(parent).requests) == 2
+    assert events[2].long_running_tool_ids == {c.id for c in events[2].get_function_calls() if c.id}
+    assert events[2].author == "root"
+    assert len(model_of(parent).requests) == 1
 
 
 async def test_long_running_call_answered_inside_the_child_is_fine_r_at_7() -> None:

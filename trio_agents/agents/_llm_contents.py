@@ -18,6 +18,7 @@ from .._aftermath import is_closing_response
 from .._content import Content, Part
 from .._events import Event
 from .._tool_confirmation import REQUEST_CONFIRMATION
+from ..tools._child_pause import hidden_calls
 
 if TYPE_CHECKING:
     from .._context import InvocationContext
@@ -49,6 +50,9 @@ class History:
     last_id: str | None = None
     """The id of the last event converted, to notice a history that is not the one we built."""
 
+    hidden: set[str] = attrs.field(factory=set)
+    """Ids of calls the model must not see (a paused agent tool's calls, their answers)."""
+
     closed: dict[str, int] = attrs.field(factory=dict)
     """Calls the runtime closed (run cancelled, failed or its process died), by id: where the
     closing response sits in ``contents``. A result committed later takes its place."""
@@ -74,6 +78,7 @@ class History:
         self.contents = []
         self.call_index = {}
         self.closed = {}
+        self.hidden = set()
         self.last_id = None
 
     def _add(self, event: Event) -> None:
@@ -83,7 +88,7 @@ class History:
         if not branch_visible(event.branch, self.branch):
             return
         if event.long_running_tool_ids or event.author == "user":
-            content = _without_confirmations(content)  # R-LRO-5: never sent to the model
+            content = self._without_framework_calls(event, content)
             if content is None:
                 return
         if event.author in (self.agent, "user"):
@@ -95,6 +100,25 @@ class History:
             return
         self.turn_start = len(self.contents)
         self.contents.append(_as_context(event, content))
+
+    def _without_framework_calls(self, event: Event, content: Content) -> Content | None:
+        """``content`` without what is between the framework and the client: confirmation
+        requests and answers (R-LRO-5), a paused agent tool's calls and their answers."""
+        hidden = hidden_calls(event)
+        if hidden:
+            self.hidden.update(hidden)
+            return None
+        kept = _without_confirmations(content)
+        if kept is None or not self.hidden or event.author != "user":
+            return kept
+        parts = [
+            p
+            for p in kept.parts
+            if p.function_response is None or p.function_response.id not in self.hidden
+        ]
+        if len(parts) == len(kept.parts):
+            return kept
+        return attrs.evolve(kept, parts=parts) if parts else None
 
     def _own_content(self, event: Event, content: Content) -> Content | None:
         parts: list[Part] = []

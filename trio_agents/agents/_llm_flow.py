@@ -18,7 +18,7 @@ import trio
 
 from .._callbacks import plugins_then_chain
 from .._config import StreamingMode
-from .._content import Content
+from .._content import Content, FunctionCall
 from .._context import (
     CallbackContext,
     EventActionsDraft,
@@ -30,6 +30,7 @@ from .._errors import ModelTimeoutError, SerializationError
 from .._events import Event
 from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
+from ..tools._child_pause import children_to_resume
 from ..tools._schema import json_schema
 from ._confirmations import confirmation_answers
 from ._instructions import inject_session_state
@@ -55,7 +56,9 @@ async def run_llm_agent(agent: LlmAgent, ctx: InvocationContext) -> None:
     plan = ctx.resume_plan
     if plan is not None and plan.last_event(agent) is not None and await _resume(agent, ctx, plan):
         return
-    if _answers_calls(ctx) and await _rerun_confirmed(agent, ctx):
+    if _answers_calls(ctx) and (
+        await _rerun_confirmed(agent, ctx) or await _resume_agent_tools(agent, ctx)
+    ):
         return
     while not ctx.end_invocation:
         last = await step(agent, ctx)
@@ -118,6 +121,37 @@ def _turn_over(event: Event) -> bool:
     return event.is_final_response() or bool(
         event.long_running_tool_ids or event.actions.requested_tool_confirmations
     )
+
+
+async def _resume_agent_tools(agent: LlmAgent, ctx: InvocationContext) -> bool:
+    """Continue the agent tools whose paused agent the user's message answers: each call runs
+    again and resumes its agent; True when the turn is over (e.g. an agent paused again)."""
+    resumes = children_to_resume(ctx)
+    if not resumes:
+        return False
+    calls = _calls_by_id(ctx, agent, list(resumes))
+    if not calls:
+        return False
+
+    async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
+        return await run_function_calls(agent, ctx, calls, resumes=resumes)
+
+    last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
+    return last is None or _turn_over(last)
+
+
+def _calls_by_id(ctx: InvocationContext, agent: LlmAgent, ids: list[str]) -> list[FunctionCall]:
+    """``agent``'s calls with these ids, from the newest event back, in call order."""
+    found: dict[str, FunctionCall] = {}
+    for event in reversed(ctx.session.events):
+        if event.author != agent.name:
+            continue
+        for call in event.get_function_calls():
+            if call.id in ids and call.id not in found:
+                found[call.id] = call
+        if len(found) == len(ids):
+            break
+    return [found[i] for i in ids if i in found]
 
 
 async def _step_with_toolsets(agent: LlmAgent, ctx: InvocationContext) -> Event | None:

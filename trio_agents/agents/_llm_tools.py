@@ -25,6 +25,7 @@ from .._serde import check_json_value, is_json_value
 from .._tool_confirmation import ToolConfirmation
 from .._util import without_cancelled
 from ..tools._base import BaseTool, ToolContext
+from ..tools._child_pause import ChildPause, ChildResume, waiting_event
 from ._confirmations import emit_responses
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["run_function_calls"]
 
-_Result = tuple[dict[str, Any], EventActionsDraft]
+_Result = tuple[dict[str, Any], EventActionsDraft, "ChildPause | None"]
+"""A call's response, its actions, and its agent tool's paused child (if it paused)."""
 NURSERY_MESSAGE = "Exceptions from Trio nursery"
 """The message of the group a nursery raises (a lone call's failure is wrapped the same way)."""
 
@@ -43,19 +45,21 @@ async def run_function_calls(
     ctx: InvocationContext,
     calls: list[FunctionCall],
     confirmations: Mapping[str, ToolConfirmation] | None = None,
+    resumes: Mapping[str, ChildResume] | None = None,
 ) -> Event | None:
     """Run the calls of one model event; emit and return the merged response event (None if
     there is nothing to answer yet).
 
-    When tools asked for confirmation, the request event is emitted too and the last event
-    emitted is returned. ``confirmations`` are the user's answers, by call id, for calls that
-    run again after a confirmation request.
+    When tools asked for confirmation, the request event is emitted too; when an agent tool's
+    agent paused, a waiting event with its open calls follows; the last event emitted is
+    returned. ``confirmations`` are the user's answers, by call id, for calls that run again
+    after a confirmation request; ``resumes`` the paused agent tools that continue.
     """
     results: list[_Result | None] = [None] * len(calls)
-    if len(calls) == 1 and not confirmations:
+    if len(calls) == 1 and not confirmations and not resumes:
         failure = await _run_single(agent, ctx, calls[0], results)
-    else:  # (a re-run after a confirmation is rare: no need for the lone-call fast path)
-        failure = await _run_concurrently(agent, ctx, calls, results, confirmations)
+    else:  # (a re-run is rare: no need for the lone-call fast path)
+        failure = await _run_concurrently(agent, ctx, calls, results, confirmations, resumes)
     response = _merged_event(agent, ctx, calls, results)
     if response is None:
         committed = None
@@ -63,6 +67,9 @@ async def run_function_calls(
         committed = await emit_responses(ctx, calls, response)
     else:  # the common case, one frame less
         committed = await ctx.emit(response)
+    for result in results:
+        if result is not None and result[2] is not None:
+            committed = await ctx.emit(waiting_event(ctx, result[2]))
     if failure is not None:
         raise failure
     return committed
@@ -91,12 +98,15 @@ async def _run_concurrently(
     calls: list[FunctionCall],
     results: list[_Result | None],
     confirmations: Mapping[str, ToolConfirmation] | None = None,
+    resumes: Mapping[str, ChildResume] | None = None,
 ) -> BaseException | None:
     """Every call in its own task of one nursery; a failure cancels the siblings."""
     try:
         async with trio.open_nursery() as nursery:
             for index, call in enumerate(calls):
-                nursery.start_soon(_run_call, agent, ctx, call, results, index, confirmations)
+                nursery.start_soon(
+                    _run_call, agent, ctx, call, results, index, confirmations, resumes
+                )
     except BaseExceptionGroup as group:
         return without_cancelled(group)
     return None
@@ -109,13 +119,17 @@ async def _run_call(
     results: list[_Result | None],
     index: int,
     confirmations: Mapping[str, ToolConfirmation] | None = None,
+    resumes: Mapping[str, ChildResume] | None = None,
 ) -> None:
     tool = agent.tools_by_name.get(call.name)
     tool_context = ToolContext(ctx, function_call_id=call.id)
     if confirmations and call.id is not None:
         tool_context.tool_confirmation = confirmations.get(call.id)
+    if resumes and call.id is not None:
+        tool_context.resume_child = resumes.get(call.id)
     if tool is None:
-        results[index] = (await _unknown(agent, ctx, call, tool_context), tool_context.actions)
+        unknown = await _unknown(agent, ctx, call, tool_context)
+        results[index] = (unknown, tool_context.actions, None)
         return
     args = _copied_args(call)  # R-TOOL-1: callbacks and tool share this copy
     if ctx.plugin_manager or _has_tool_hooks(agent):
@@ -126,7 +140,8 @@ async def _run_call(
         result = await call_tool(tool, args, tool_context)
     if tool.is_long_running and not result:
         return  # R-TOOL-2.5: no response part yet
-    results[index] = (_normalized(result, tool, call), tool_context.actions)
+    response = _normalized(result, tool, call)
+    results[index] = (response, tool_context.actions, tool_context.paused_child)
 
 
 @attrs.frozen
@@ -276,7 +291,7 @@ def _merged_event(
     for call, result in zip(calls, results, strict=True):
         if result is None:
             continue
-        response, actions = result
+        response, actions, _ = result
         parts.append(Part.from_function_response(call.name, response, id=call.id))
         if _has_actions(actions):
             merged = EventActionsDraft() if merged is None else merged

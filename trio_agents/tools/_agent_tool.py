@@ -4,7 +4,9 @@ Each call is a child run nested in the tool call's task, so cancelling the paren
 fresh in-memory session seeded with the parent's state, artifacts forwarded to the parent
 session, the parent's plugins. The child's state and artifact changes flow back into the
 parent's function-response event; the child's events are neither delivered to the parent's
-consumer nor stored in the parent session.
+consumer nor stored in the parent session. A child that stops waiting for the client pauses the
+parent: its open calls are stored in the parent session and answered there by their ids, and the
+answer continues the child (:mod:`trio_agents.tools._child_pause`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from .._events import Event
 from ..artifacts._base import ArtifactService
 from ..models._base import FunctionDeclaration
 from ._base import BaseTool, ToolContext
+from ._child_pause import ChildPause
 from ._schema import json_schema
 
 if TYPE_CHECKING:
+    from .._run_stream import RunStream
+    from .._runner import Runner
     from ..agents._base import BaseAgent
 
 __all__ = ["AgentTool"]
@@ -80,56 +85,53 @@ class AgentTool(BaseTool):
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         if self.skip_summarization:
             tool_context.actions.skip_summarization = True
-        last, pending = await self._run_child(self._input_text(args), tool_context)
-        if pending:  # R-AT-7: the child session is discarded, so nothing could answer these
+        resume = tool_context.resume_child
+        if resume is None:
+            child = await self._new_child(tool_context)
+            message: Content | None = Content(
+                role="user", parts=[Part(text=self._input_text(args))]
+            )
+        else:
+            child = await self._paused_child(tool_context, resume.pause)
+            message = resume.answers
+        last = await child.run(message, None if resume is None else resume.pause.invocation_id)
+        if child.pending:
+            # The parent pauses too: the child's open calls go to the client (a waiting event).
             tool_context.actions.skip_summarization = None
-            return {
-                "result": f"Error: agent {self.agent.name!r} stopped waiting on unresolved "
-                f"long-running tool call(s) (pending call ids: {sorted(pending)}), which "
-                "AgentTool cannot resume."
-            }
+            call_id = tool_context.function_call_id or ""
+            pause = ChildPause.of(call_id, self.name, child.state, child.events(), child.pending)
+            tool_context.paused_child = pause
+            return {"status": "pending", "waiting_for": [c.id for c in pause.waiting]}
         return self._result(last)
 
-    async def _run_child(
-        self, text: str, tool_context: ToolContext
-    ) -> tuple[Event | None, set[str]]:
-        """Run the child; return its last event with content (or an error) and the ids of the
-        long-running calls it left unanswered."""
-        from .._runner import Runner, StreamingMode
+    async def _new_child(self, tool_context: ToolContext) -> _Child:
+        ctx = tool_context.invocation_context
+        parent = ctx.session
+        state = {k: v for k, v in parent.state.items() if not k.startswith("_adk")}
+        child = _Child(self._runner(tool_context), tool_context, state)
+        await child.create()
+        return child
+
+    async def _paused_child(self, tool_context: ToolContext, pause: ChildPause) -> _Child:
+        child = _Child(self._runner(tool_context), tool_context, dict(pause.state))
+        await child.create(pause.child_events())
+        return child
+
+    def _runner(self, tool_context: ToolContext) -> Runner:
+        from .._runner import Runner
         from ..sessions._memory import InMemorySessionService
 
         ctx = tool_context.invocation_context
-        parent = ctx.session
         runner = Runner(
             agent=self.agent,
-            app_name=parent.app_name,
+            app_name=ctx.session.app_name,
             session_service=InMemorySessionService(),
             artifact_service=_ForwardingArtifacts(tool_context),
             memory_service=ctx.memory_service,
             plugins=ctx.plugin_manager.plugins if self.include_plugins else (),
         )
-        state = {k: v for k, v in parent.state.items() if not k.startswith("_adk")}
-        session = await runner.session_service.create_session(
-            app_name=parent.app_name, user_id=parent.user_id, state=state
-        )
-        # The parent's settings, unstreamed: only the last event's content is used (R-AT-3).
-        config = attrs.evolve(ctx.run_config, streaming_mode=StreamingMode.NONE)
-        last: Event | None = None
-        pending: set[str] = set()
-        async with runner.run(
-            user_id=parent.user_id,
-            session_id=session.id,
-            new_message=Content(role="user", parts=[Part(text=text)]),
-            run_config=config,
-        ) as events:
-            async for event in events:
-                if event.actions.state_delta:
-                    tool_context.state.update(event.actions.state_delta)  # R-AT-5
-                if event.content is not None or event.error_message:
-                    last = event
-                pending |= event.long_running_tool_ids or set()
-                pending -= {r.id for r in event.get_function_responses() if r.id}
-        return last, pending
+        runner.resumable = ctx.is_resumable  # the child pauses and resumes as the parent does
+        return runner
 
     def _result(self, last: Event | None) -> Any:
         from ..agents._output import validate_output
@@ -143,6 +145,59 @@ class AgentTool(BaseTool):
         if schema is not None and text.strip():
             return validate_output(schema, json.loads(text), where=f"agent tool {self.name!r}")
         return {"result": text}
+
+
+class _Child:
+    """One child run of an agent tool: its own in-memory session, the parent's settings."""
+
+    def __init__(self, runner: Runner, tool_context: ToolContext, state: dict[str, Any]) -> None:
+        self.runner = runner
+        self.tool_context = tool_context
+        self.state = state
+        self.session_id = ""
+        self.stream: RunStream | None = None
+        self.pending: set[str] = set()
+        """The child's long-running calls that nothing has answered (not even its tool)."""
+
+    async def create(self, events: list[Event] | None = None) -> None:
+        """Create the child session (with the events of a paused child run, if any)."""
+        parent = self.tool_context.invocation_context.session
+        service = self.runner.session_service
+        session = await service.create_session(
+            app_name=parent.app_name, user_id=parent.user_id, state=self.state
+        )
+        for event in events or ():
+            await service.append_event(session, event)
+        self.session_id = session.id
+
+    async def run(self, message: Content | None, invocation_id: str | None) -> Event | None:
+        """Run (or resume) the child; return its last event with content (or an error)."""
+        from .._runner import StreamingMode
+
+        ctx = self.tool_context.invocation_context
+        # The parent's settings, unstreamed: only the last event's content is used (R-AT-3).
+        config = attrs.evolve(ctx.run_config, streaming_mode=StreamingMode.NONE)
+        last: Event | None = None
+        async with self.runner.run(
+            user_id=ctx.session.user_id,
+            session_id=self.session_id,
+            new_message=message,
+            run_config=config,
+            invocation_id=invocation_id if self.runner.resumable else None,
+        ) as events:
+            self.stream = events
+            async for event in events:
+                if event.actions.state_delta:
+                    self.tool_context.state.update(event.actions.state_delta)  # R-AT-5
+                if event.content is not None or event.error_message:
+                    last = event
+                self.pending |= event.long_running_tool_ids or set()
+                self.pending -= {r.id for r in event.get_function_responses() if r.id}
+        return last
+
+    def events(self) -> list[Event]:
+        assert self.stream is not None
+        return list(self.stream.session.events)
 
 
 @attrs.define

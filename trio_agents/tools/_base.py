@@ -12,6 +12,7 @@ from .._util import check_timeout
 
 if TYPE_CHECKING:
     from ..models._base import FunctionDeclaration, LlmRequest
+    from ._child_pause import ChildPause, ChildResume
 
 __all__ = ["BaseTool", "ToolContext"]
 
@@ -26,7 +27,7 @@ class ToolContext(CallbackContext):
     request (None otherwise).
     """
 
-    __slots__ = ("function_call_id", "tool_confirmation")
+    __slots__ = ("function_call_id", "paused_child", "resume_child", "tool_confirmation")
 
     def __init__(
         self,
@@ -39,6 +40,10 @@ class ToolContext(CallbackContext):
         super().__init__(ctx, actions)
         self.function_call_id = function_call_id
         self.tool_confirmation = tool_confirmation
+        self.paused_child: ChildPause | None = None
+        """Set by an :class:`AgentTool` whose agent paused (the parent pauses with it)."""
+        self.resume_child: ChildResume | None = None
+        """Set when an :class:`AgentTool` call runs again to continue its paused agent."""
 
     def request_confirmation(self, *, hint: str | None = None, payload: Any = None) -> None:
         """Ask the user to approve this call; it runs again with the answer.
