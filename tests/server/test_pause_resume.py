@@ -21,8 +21,11 @@ import pytest
 from tests.desk_app import REFUND_ARGS, TICKET_ARGS, desk_app
 from tests.server.conftest import Start
 from tests.server.helpers import Frame, read_frames, user_text
+from trio_agents import App, Content, LlmAgent, Part, ResumabilityConfig
+from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.server import create_app
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
+from trio_agents.testing import ScriptedModel
 
 CONFIRMATION = "adk_request_confirmation"
 SESSION = "/apps/{app}/users/u1/sessions/s1"
@@ -287,3 +290,50 @@ async def test_a_malformed_resume_body_is_422(
     desk: Desk, body: dict[str, Any], detail: str
 ) -> None:
     await refused(desk, detail, **body)
+
+
+class Flaky:
+    """A tool that fails its first call: ``lookup`` raises once, then answers."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def lookup(self, order: str) -> dict[str, Any]:
+        """Look an order up."""
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the order database is down")
+        return {"order": order, "status": "shipped"}
+
+
+def _lookup_reply(request: LlmRequest) -> LlmResponse:
+    if any(part.function_response for part in request.contents[-1].parts):
+        return LlmResponse(content=Content(role="model", parts=[Part(text="It has shipped.")]))
+    call = Part.from_function_call("lookup", {"order": "A-17"})
+    return LlmResponse(content=Content(role="model", parts=[call]))
+
+
+async def test_an_invocation_that_failed_resumes_without_a_message(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    flaky = Flaky()
+    agent = LlmAgent(name="orders", model=ScriptedModel(_lookup_reply), tools=[flaky.lookup])
+    config = ResumabilityConfig(is_resumable=True)
+    app = create_app(
+        {"orders": App(name="orders", root_agent=agent, resumability_config=config)},
+        session_service=InMemorySessionService(),
+    )
+    url = await start_server(app)
+    await client.post(f"{url}/apps/orders/users/u1/sessions", json={"sessionId": "s1"})
+    run = {"appName": "orders", "userId": "u1", "sessionId": "s1"}
+    failed = await client.post(url + "/run", json={**run, "newMessage": user_text("Where?")})
+    assert failed.status_code == 500
+    invocation_id = failed.json()["invocationId"]
+
+    resumed = await client.post(url + "/run", json={**run, "invocationId": invocation_id})
+    assert resumed.status_code == 200, resumed.text
+    assert texts(resumed.json()) == ["It has shipped."]
+    stored = (await client.get(f"{url}/apps/orders/users/u1/sessions/s1")).json()["events"]
+    assert texts(stored) == ["Where?", "It has shipped."]  # the question is not stored twice
+    assert {e["invocationId"] for e in stored} == {invocation_id}
+    assert flaky.calls == 2
