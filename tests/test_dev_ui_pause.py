@@ -18,6 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
 from tests.desk_app import REFUND_ARGS, TICKET_ARGS
+from tests.server.helpers import json_calls, json_responses, json_texts
 
 from .chromium import chromium
 from .serving import Served, served
@@ -81,39 +82,14 @@ def _stored(server: Served, session_id: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-def _calls(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [
-        part["functionCall"]
-        for event in events
-        for part in (event.get("content") or {}).get("parts", [])
-        if part.get("functionCall", {}).get("name") == name
-    ]
-
-
-def _responses(events: list[dict[str, Any]], author: str) -> list[dict[str, Any]]:
-    return [
-        part["functionResponse"]
-        for event in events
-        if event["author"] == author
-        for part in (event.get("content") or {}).get("parts", [])
-        if "functionResponse" in part
-    ]
-
-
 def _last_text(events: list[dict[str, Any]]) -> str:
     """The last text the agent said (checkpoint events without content follow it)."""
-    texts = [
-        part["text"]
-        for event in events
-        for part in (event.get("content") or {}).get("parts", [])
-        if "text" in part and event["author"] != "user"
-    ]
-    return texts[-1]
+    return json_texts([event for event in events if event["author"] != "user"])[-1]
 
 
 def _paused_on(events: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], str]:
     """The open call named ``name`` and the invocation it paused."""
-    [call] = _calls(events, name)
+    [call] = json_calls(events, name)
     [event] = [e for e in events if call["id"] in e.get("longRunningToolIds", [])]
     return call, str(event["invocationId"])
 
@@ -158,8 +134,8 @@ def test_approving_a_confirmation_runs_the_tool_with_the_payload(
     stored = _stored(desk, page.session_id)
     events = stored["events"]
     assert stored["state"] == {"refunded": {**REFUND_ARGS, "payload": {"approver": "Ann"}}}
-    assert _responses(events, "user") == [answer]
-    ran = [r for r in _responses(events, "desk") if r["response"].get("refunded") == 5]
+    assert json_responses(events, "user") == [answer]
+    ran = [r for r in json_responses(events, "desk") if r["response"].get("refunded") == 5]
     assert len(ran) == 1  # the tool ran once, after the approval
     assert _last_text(events).startswith("refund answered")
     assert {e["invocationId"] for e in events[len(paused) :]} == {invocation_id}
@@ -182,8 +158,8 @@ def test_denying_a_confirmation_never_runs_the_tool(
     stored = _stored(desk, page.session_id)
     events = stored["events"]
     assert stored["state"] == {}
-    assert _responses(events, "user") == [answer]
-    assert not [r for r in _responses(events, "desk") if "refunded" in r["response"]]
+    assert json_responses(events, "user") == [answer]
+    assert not [r for r in json_responses(events, "desk") if "refunded" in r["response"]]
     assert _last_text(events).startswith('refund answered {"error"')
     assert {e["invocationId"] for e in events[len(paused) :]} == {invocation_id}
 
@@ -223,6 +199,6 @@ def test_a_long_running_call_is_answered_with_json_also_after_a_reload(
     assert page.last_run_body() == _answer_body(page, invocation_id, answer)
 
     events = _stored(desk, page.session_id)["events"]
-    assert _responses(events, "user") == [answer]
+    assert json_responses(events, "user") == [answer]
     assert _last_text(events) == 'open_ticket answered {"status": "fixed"}'
     assert {e["invocationId"] for e in events[len(paused) :]} == {invocation_id}

@@ -10,7 +10,6 @@ and stores nothing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,24 +19,22 @@ import pytest
 
 from tests.desk_app import REFUND_ARGS, TICKET_ARGS, desk_app
 from tests.server.conftest import Start
-from tests.server.helpers import Frame, read_frames, user_text
+from tests.server.helpers import (
+    Frame,
+    json_calls as calls,
+    json_texts as texts,
+    read_frames,
+    session_service,
+    user_text,
+)
 from trio_agents import App, Content, LlmAgent, Part, ResumabilityConfig
 from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.server import create_app
-from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
+from trio_agents.sessions import InMemorySessionService, SessionService
 from trio_agents.testing import ScriptedModel
 
 CONFIRMATION = "adk_request_confirmation"
 SESSION = "/apps/{app}/users/u1/sessions/s1"
-
-
-@contextlib.asynccontextmanager
-async def store(kind: str, tmp_path: Path) -> AsyncIterator[SessionService]:
-    if kind == "memory":
-        yield InMemorySessionService()
-        return
-    async with SqliteSessionService(str(tmp_path / "sessions.db")) as service:
-        yield service
 
 
 class Desk:
@@ -78,31 +75,13 @@ class Desk:
 async def desk(
     request: pytest.FixtureRequest, tmp_path: Path, start_server: Start, client: httpx.AsyncClient
 ) -> AsyncIterator[Desk]:
-    async with store(request.param, tmp_path) as service:
+    async with session_service(request.param, tmp_path) as service:
         yield await Desk(client, service).start(start_server)
 
 
 def answer(call: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     part = {"functionResponse": {"id": call["id"], "name": call["name"], "response": response}}
     return {"role": "user", "parts": [part]}
-
-
-def calls(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [
-        part["functionCall"]
-        for event in events
-        for part in (event.get("content") or {}).get("parts", [])
-        if part.get("functionCall", {}).get("name") == name
-    ]
-
-
-def texts(events: list[dict[str, Any]]) -> list[str]:
-    return [
-        part["text"]
-        for event in events
-        for part in (event.get("content") or {}).get("parts", [])
-        if "text" in part
-    ]
 
 
 async def pause_on_refund(desk: Desk) -> tuple[dict[str, Any], str]:
