@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_agents import Event, InMemoryRunner
+from trio_agents import App, Content, Event, InMemoryRunner, Part, ResumabilityConfig
 from trio_agents._demo import assistant_app, workflow_app
 from trio_agents._main import main
 from trio_agents.models import register_model
@@ -37,13 +37,24 @@ def _entries(output: str) -> list[tuple[str, str | None, str]]:
     return [(a, b, "\n".join(d)) for a, b, d in entries if a]
 
 
-async def _run(app_factory: object, *messages: str) -> tuple[list[Event], dict[str, object]]:
-    runner = InMemoryRunner(app_factory())  # type: ignore[operator]
+async def _run(
+    app_factory: object, *messages: str, answer: dict[str, object] | None = None
+) -> tuple[list[Event], dict[str, object]]:
+    """Run the demo app (resumable, as the demo runs it); with ``answer``, answer each pause."""
+    app = App("demo", app_factory(), resumability_config=ResumabilityConfig(is_resumable=True))  # type: ignore[operator]
+    runner = InMemoryRunner(app=app)
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
     events: list[Event] = []
-    for message in messages:
+    pending: list[Content | str] = list(messages)
+    while pending:
+        message = pending.pop(0)
         async with runner.run(user_id="u", session_id=session.id, new_message=message) as stream:
             events.extend([e async for e in stream])
+        if answer is not None and stream.paused:
+            parts = [
+                Part.from_function_response(c.name, answer, id=c.id) for c in stream.waiting_for
+            ]
+            pending.insert(0, Content(role="user", parts=parts))
     stored = await runner.session_service.get_session(
         app_name=runner.app_name, user_id="u", session_id=session.id
     )
@@ -53,11 +64,14 @@ async def _run(app_factory: object, *messages: str) -> tuple[list[Event], dict[s
 
 async def test_workflow_demo_fans_out_refines_and_publishes() -> None:
     """R-PAR-2 branches, R-LOOP-2 escalate ends the loop, R-SEQ-1 order."""
-    events, state = await _run(workflow_app, "go")
-    authors = [e.author for e in events]
+    events, state = await _run(workflow_app, "go", answer={"approved": True, "by": "Bo"})
+    said = [e for e in events if e.content is not None]  # checkpoints aside
+    authors = [e.author for e in said]
     assert set(authors[:3]) == {"weather", "news", "markets"}
-    assert {e.branch for e in events[:3]} == {"gather.weather", "gather.news", "gather.markets"}
-    assert authors[3:] == ["drafter", "critic"] * 3 + ["publisher"]
+    assert {e.branch for e in said[:3]} == {"gather.weather", "gather.news", "gather.markets"}
+    assert authors[3:] == ["drafter", "critic"] * 3 + ["sign_off", "sign_off", "publisher"]
+    assert said[-2].text == "Signed off by Bo."  # the pipeline paused, then resumed there
+    assert events[-1].author == "pipeline" and events[-1].actions.end_of_agent
     assert [bool(e.actions.escalate) for e in events].count(True) == 1
     assert state["draft_version"] == 3
     assert state["published"] is True
@@ -74,10 +88,11 @@ async def test_assistant_demo_uses_tools_transfers_and_waits_for_a_human() -> No
     assert state["last_answer"] == final[0].text
     transfer = [e.actions.transfer_to_agent for e in events if e.actions.transfer_to_agent]
     assert transfer == ["billing"]
-    waiting = events[-1]
+    (waiting,) = [e for e in events if e.long_running_tool_ids]
     assert waiting.author == "billing"
-    assert waiting.long_running_tool_ids
-    assert waiting.get_function_calls()[0].args == {"amount": 30.0}
+    (request,) = waiting.get_function_calls()
+    assert request.name == "adk_request_confirmation"
+    assert request.args["originalFunctionCall"]["args"] == {"amount": 30.0}
 
 
 def test_demo_command_prints_both_timelines_and_final_state() -> None:
@@ -85,8 +100,10 @@ def test_demo_command_prints_both_timelines_and_final_state() -> None:
     assert code == 0
     entries = _entries(output)
     authors = [author for author, _, _ in entries]
-    assert authors.count("drafter") == 3
+    assert len([d for a, _, d in entries if a == "drafter" and "Briefing" in d]) == 3
     assert authors[-1] == "billing"
+    assert "(the pipeline paused; an editor signs the draft off)" in output
+    assert "'Signed off by the editor.'" in output
     assert ("news", "gather.news") in {(a, b) for a, b, _ in entries}
     assert "escalate" in output
     assert "transfer to billing" in output
@@ -215,13 +232,16 @@ def test_the_demo_persists_and_a_second_run_continues(tmp_path: Path) -> None:
     assert "draft_version = 4" in second  # the loop picked up where the last run stopped
     before = [int(n) for n in re.findall(r"stored events: (\d+)", first)]
     after = [int(n) for n in re.findall(r"stored events: (\d+)", second)]
-    assert before == [11, 10]
-    assert after[0] > 11 and after[1] > 10  # the same sessions, continued
+    assert before == [39, 16]
+    assert after[0] > 39 and after[1] > 16  # the same sessions, continued
     for output, stored in [(first, before), (second, after)]:  # numbers: places in the history
         demos = output.split("== ")[1:]
         last = [int(re.findall(r"^\s*(\d+)  \S", d, re.MULTILINE)[-1]) for d in demos]
         assert last == stored
     assert second.count("memory: billing said") <= 1  # no repeats, however often it was filed
-    assert '(function response: request_refund_approval -> {"approved": true})' in first
+    assert (
+        '(function response: adk_request_confirmation -> {"confirmed": true, "payload": "Ana"})'
+        in first
+    )
     # routing: the assistant's next turn first goes to billing, who was talking (R-XFER-8)
     assert "transfer to concierge" in second

@@ -3,11 +3,14 @@
 Two small applications, both deterministic and offline:
 
 * ``workflow``: custom agents in a :class:`SequentialAgent` pipeline, with a
-  :class:`ParallelAgent` fan-out that gathers facts concurrently and a :class:`LoopAgent` that
-  refines a draft until a critic escalates;
+  :class:`ParallelAgent` fan-out that gathers facts concurrently, a :class:`LoopAgent` that
+  refines a draft until a critic escalates, and a sign-off that pauses the pipeline until a
+  human answers (the invocation then resumes where it stopped);
 * ``assistant``: :class:`LlmAgent` s on a scripted model (no network): concurrent function tools,
-  an :class:`AgentTool`, a transfer to a billing agent, and a long-running approval tool answered
-  by the "human" in a later turn.
+  an :class:`AgentTool`, a transfer to a billing agent, and a refund tool that needs the user's
+  confirmation (the run pauses; the approval resumes it and the refund runs).
+
+Both apps are resumable (``ResumabilityConfig(is_resumable=True)``).
 
 Each prints its event stream as a timeline (author, branch, text, function calls, state changes)
 and the final session state.
@@ -24,9 +27,11 @@ from typing import Any, TextIO
 
 import trio
 
+from ._app import App, ResumabilityConfig
 from ._content import Content, Part
 from ._context import InvocationContext
 from ._events import Event, EventActions
+from ._ids import new_function_call_id
 from ._runner import Runner
 from .agents import BaseAgent, LlmAgent, LoopAgent, ParallelAgent, SequentialAgent
 from .agents._llm_contents import CONTEXT_PREAMBLE
@@ -35,7 +40,7 @@ from .memory import InMemoryMemoryService, MemoryService, SqliteMemoryService
 from .models import LlmRequest, LlmResponse
 from .sessions import InMemorySessionService, SessionService, SqliteSessionService
 from .testing import ScriptedModel
-from .tools import AgentTool, FunctionTool, LongRunningFunctionTool, ToolContext, preload_memory
+from .tools import AgentTool, FunctionTool, ToolContext, preload_memory
 
 __all__ = ["DEFAULT_DEMO_DB", "DEMOS", "assistant_app", "format_event", "run_demo", "workflow_app"]
 
@@ -75,6 +80,11 @@ def _describe_actions(event: Event) -> list[str]:
         lines.append("escalate")
     if event.long_running_tool_ids:
         lines.append("waiting for an answer (long-running tool)")
+    if actions.agent_state is not None:
+        sub = actions.agent_state.get("current_sub_agent")
+        lines.append(f"checkpoint: running {sub}" if sub else "checkpoint: started")
+    if actions.end_of_agent:
+        lines.append("checkpoint: finished")
     if event.error_code:
         lines.append(f"error {event.error_code}: {event.error_message}")
     return lines
@@ -126,9 +136,9 @@ async def _demo_runner(
     """
     service: SessionService = SqliteSessionService(db) if db else InMemorySessionService()
     memory: MemoryService = SqliteMemoryService(f"{db}-memory") if db else InMemoryMemoryService()
+    resumable = ResumabilityConfig(is_resumable=True)
     runner = Runner(
-        agent=agent,
-        app_name=app_name,
+        app=App(app_name, agent, resumability_config=resumable),
         session_service=service,
         artifact_service=InMemoryArtifactService(),
         memory_service=memory,
@@ -238,6 +248,44 @@ class Critic(BaseAgent):
         await ctx.emit(Event(content=Content.from_text(text, role="model"), actions=actions))
 
 
+class SignOff(BaseAgent):
+    """Asks a human to sign the draft off: the pipeline pauses until the answer comes.
+
+    The request is a long-running call; the human's answer (a function response to its id)
+    resumes the invocation, and this agent then records the verdict.
+    """
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> None:
+        verdict = _answer_to(ctx, "sign_off")
+        if verdict is None:
+            draft = ctx.session.state.get("draft", "")
+            call_id = new_function_call_id()
+            call = Part.from_function_call("sign_off", {"draft": draft}, id=call_id)
+            content = Content(role="model", parts=[call])
+            await ctx.emit(Event(content=content, long_running_tool_ids={call_id}))
+            return
+        approved = bool(verdict.get("approved"))
+        text = f"Signed off by {verdict.get('by', 'a human')}." if approved else "Sign-off refused."
+        await ctx.emit(
+            Event(
+                content=Content.from_text(text, role="model"),
+                actions=EventActions(state_delta={"signed_off": approved}),
+            )
+        )
+
+
+def _answer_to(ctx: InvocationContext, name: str) -> Mapping[str, Any] | None:
+    """The user's answer to this invocation's call ``name``, if there is one."""
+    for event in reversed(ctx.session.events):
+        if event.invocation_id != ctx.invocation_id:
+            return None
+        if event.author == "user":
+            for response in event.get_function_responses():
+                if response.name == name:
+                    return response.response
+    return None
+
+
 class Publisher(BaseAgent):
     """Publishes the final draft."""
 
@@ -252,7 +300,8 @@ class Publisher(BaseAgent):
 
 
 def workflow_app() -> SequentialAgent:
-    """gather (parallel fan-out) → refine (loop until the critic escalates) → publish."""
+    """gather (parallel fan-out) → refine (loop until the critic escalates) → sign-off (a human
+    answers; the pipeline pauses until then) → publish."""
     gather = ParallelAgent(
         name="gather",
         description="Looks up facts concurrently.",
@@ -272,8 +321,8 @@ def workflow_app() -> SequentialAgent:
     )
     return SequentialAgent(
         name="pipeline",
-        description="Builds and publishes a briefing.",
-        sub_agents=[gather, refine, Publisher(name="publisher")],
+        description="Builds and publishes a briefing, once a human signs it off.",
+        sub_agents=[gather, refine, SignOff(name="sign_off"), Publisher(name="publisher")],
     )
 
 
@@ -300,12 +349,15 @@ def multiply(a: float, b: float) -> float:
     return a * b
 
 
-def request_refund_approval(amount: float) -> None:
-    """Ask a human to approve a refund. The answer arrives later.
+def issue_refund(amount: float, tool_context: ToolContext) -> dict[str, Any]:
+    """Refund the customer. A human must approve each refund first.
 
     Args:
         amount: The amount to refund, in euros.
     """
+    confirmation = tool_context.tool_confirmation
+    approver = confirmation.payload if confirmation is not None else None
+    return {"refunded": amount, "approved_by": approver or "a human"}
 
 
 def _call(*calls: tuple[str, Mapping[str, Any]]) -> LlmResponse:
@@ -359,14 +411,13 @@ def _calculator(request: LlmRequest) -> LlmResponse | str:
 
 def _billing(request: LlmRequest) -> LlmResponse | str:
     answers = _responses(request)
-    if "request_refund_approval" in answers:
-        verdict = answers["request_refund_approval"]
-        text = "Refund issued." if verdict.get("approved") else "Refund declined."
-        return text
+    if "issue_refund" in answers:
+        done = answers["issue_refund"]
+        return "Refund issued." if "refunded" in done else "Refund declined."
     amounts = re.findall(r"refund of (\d+)", _latest_user_text(request))
     if not amounts:  # not a refund: hand the conversation back
         return _call(("transfer_to_agent", {"agent_name": "concierge"}))
-    return _call(("request_refund_approval", {"amount": float(amounts[-1])}))
+    return _call(("issue_refund", {"amount": float(amounts[-1])}))
 
 
 def assistant_app(model: str | None = None) -> LlmAgent:
@@ -391,10 +442,10 @@ def assistant_app(model: str | None = None) -> LlmAgent:
         description="Handles refunds; a human approves each one.",
         model=pick(_billing, "billing"),
         instruction=(
-            "Handle refunds. Always call request_refund_approval with the amount first, then "
-            "report the human's decision in one sentence."
+            "Handle refunds: call issue_refund with the amount (a human approves it first), "
+            "then report the outcome in one sentence."
         ),
-        tools=[LongRunningFunctionTool(request_refund_approval)],
+        tools=[FunctionTool(issue_refund, require_confirmation=True)],
     )
     return LlmAgent(
         name="concierge",
@@ -414,16 +465,33 @@ def assistant_app(model: str | None = None) -> LlmAgent:
 # --------------------------------------------------------------------------- running
 
 
+def _waiting_calls(events: list[Event]) -> list[Any]:
+    """The calls of ``events`` that wait for the human (long-running calls, confirmations)."""
+    return [
+        c for e in events for c in e.get_function_calls() if c.id in (e.long_running_tool_ids or ())
+    ]
+
+
 async def _run_workflow(out: TextIO, db: str | None = None) -> None:
-    print("== workflow: gather (parallel) -> refine (loop) -> publish (sequential)", file=out)
+    print(
+        "== workflow: gather (parallel) -> refine (loop) -> sign-off (pauses for a human) "
+        "-> publish",
+        file=out,
+    )
     async with _demo_runner(workflow_app(), "demo-workflow", db, out) as (runner, counter):
-        await _turn(runner, "demo", "Prepare today's briefing.", out, counter)
+        events = await _turn(runner, "demo", "Prepare today's briefing.", out, counter)
+        for call in _waiting_calls(events):
+            print("\n(the pipeline paused; an editor signs the draft off)", file=out)
+            answer = Part.from_function_response(
+                call.name, {"approved": True, "by": "the editor"}, id=call.id
+            )
+            await _turn(runner, "demo", Content(role="user", parts=[answer]), out, counter)
         await _print_state(runner, "demo", out)
 
 
 async def _run_assistant(out: TextIO, db: str | None = None) -> None:
     model = os.environ.get(MODEL_ENV) or None
-    print("== assistant: tools, AgentTool, transfer, long-running approval", file=out)
+    print("== assistant: tools, AgentTool, transfer, a refund that needs approval", file=out)
     offline = f"offline scripted model (set {MODEL_ENV} for a real one)"
     print(f"   model: {model or offline}", file=out)
     app = assistant_app(model)
@@ -431,19 +499,14 @@ async def _run_assistant(out: TextIO, db: str | None = None) -> None:
         session_id = "demo"
         await _turn(runner, session_id, "Weather in Paris, and what is 6 times 7?", out, counter)
         events = await _turn(runner, session_id, "I'd like a refund of 30 euros.", out, counter)
-        waiting = [
-            c
-            for e in events
-            for c in e.get_function_calls()
-            if c.id in (e.long_running_tool_ids or ())
-        ]
+        waiting = _waiting_calls(events)
         if not waiting:
             print("\n(the model did not ask for an approval)", file=out)
         else:
             answer = Part.from_function_response(
-                waiting[-1].name, {"approved": True}, id=waiting[-1].id
+                waiting[-1].name, {"confirmed": True, "payload": "Ana"}, id=waiting[-1].id
             )
-            print("\n(a human approves the refund)", file=out)
+            print("\n(the run paused; a human approves the refund)", file=out)
             await _turn(runner, session_id, Content(role="user", parts=[answer]), out, counter)
         await _print_state(runner, session_id, out)
 
