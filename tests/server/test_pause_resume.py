@@ -119,6 +119,19 @@ async def test_a_paused_run_resumes_by_invocation_id_and_runs_the_tool_once(desk
     assert texts(events) == ["A refund, please", *texts([f.data for f in frames])]
 
 
+async def test_a_follower_of_a_paused_session_hears_that_it_paused(desk: Desk) -> None:
+    request, invocation_id = await pause_on_refund(desk)
+    url = desk.url + SESSION.format(app="desk") + "/events"
+    async with desk.client.stream("GET", url) as response:
+        frames = await read_frames(response)
+    assert [f.event for f in frames] == [None] * (len(frames) - 1) + ["done"]
+    assert frames[-1].data == {
+        "invocationId": invocation_id,
+        "paused": True,
+        "waitingFor": [request],
+    }
+
+
 async def test_a_long_running_call_is_answered_over_plain_run(desk: Desk) -> None:
     first = await desk.post(newMessage=user_text("Open a ticket"))
     assert (first.status_code, first.headers["Run-Outcome"]) == (200, "done")
