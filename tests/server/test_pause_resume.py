@@ -243,6 +243,15 @@ async def test_an_answer_to_no_open_call_is_422_naming_the_call(desk: Desk) -> N
     assert await desk.stored() == before
 
 
+async def test_a_new_text_for_a_paused_invocation_is_422(desk: Desk) -> None:
+    _, invocation_id = await pause_on_refund(desk)
+    detail = (
+        f"invocationId: invocation {invocation_id!r} resumes without a message, with its own "
+        "message again, or with function responses answering its open calls; got another message"
+    )
+    await refused(desk, detail, invocationId=invocation_id, newMessage=user_text("Hello?"))
+
+
 async def test_a_confirmation_answer_without_a_boolean_is_422_naming_the_call(
     desk: Desk,
 ) -> None:
