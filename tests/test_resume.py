@@ -30,6 +30,7 @@ from trio_agents import (
     SequentialAgent,
 )
 from trio_agents.agents import BaseAgent
+from trio_agents.models import LlmResponse
 from trio_agents.testing import ScriptedModel
 from trio_agents.tools import FunctionTool, LongRunningFunctionTool
 
@@ -417,3 +418,68 @@ async def test_an_agent_tool_pauses_the_parent_and_the_answer_resumes_the_child(
     ]
     assert seen == ["pay 9", "clerk", {"result": "clerk paid 9"}]
     assert not chat.paused()
+
+
+# -- confirmations and several calls in one turn ----------------------------------------------
+
+
+async def test_a_confirmation_inside_a_resumable_pipeline_resumes_it() -> None:
+    refunds: list[int] = []
+
+    def refund(amount: int) -> dict[str, int]:
+        """Refund."""
+        refunds.append(amount)
+        return {"refunded": amount}
+
+    tool = FunctionTool(refund, require_confirmation=True)
+    clerk = llm("clerk", [fc("refund", {"amount": 4}), "refunded 4", "not refunded"], tool)
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[clerk, llm("z", ["z"])]))
+    first = await chat.send()
+    assert chat.paused() and refunds == []
+    (request,) = chat.last.waiting_for if chat.last else ()
+    assert request.name == "adk_request_confirmation"
+    before = await chat.events()
+    with pytest.raises(ConfigurationError, match=str(request.id)):
+        await chat.send(
+            answer(request.id, {"confirmed": "yes"}, request.name),
+            invocation_id=first[0].invocation_id,
+        )
+    assert await chat.events() == before
+    second = await chat.send(answer(request.id, {"confirmed": True}, request.name))
+    assert refunds == [4]
+    assert marks(second) == [
+        "clerk:FR:refund",
+        "clerk:T:refunded 4",
+        "clerk!end",
+        "seq@z",
+        "z:T:z",
+        "z!end",
+        "seq!end",
+    ]
+
+
+async def test_two_long_running_calls_in_one_turn_are_answered_together() -> None:
+    approvals = Approvals()
+    two = LlmResponse(
+        content=Content(
+            role="model",
+            parts=[
+                Part.from_function_call("approve", {"amount": 1}),
+                Part.from_function_call("approve", {"amount": 2}),
+            ],
+        )
+    )
+    a = llm("a", [two, "both approved"], approvals.tool)
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[a, llm("b", ["b"])]))
+    await chat.send()
+    one, other = chat.waiting
+    both = Content(
+        role="user",
+        parts=[
+            Part.from_function_response("approve", {"ok": True}, id=one),
+            Part.from_function_response("approve", {"ok": True}, id=other),
+        ],
+    )
+    resumed = await chat.send(both)
+    assert marks(resumed)[-1] == "seq!end" and not chat.paused()
+    assert sorted(approvals.runs) == [1, 2]
