@@ -1,12 +1,13 @@
 """Resume at any point: a resumed invocation commits what an uninterrupted one would.
 
 An application (an LLM agent calling a tool, a parallel agent whose branches call a tool and a
-long-running approval, a loop) runs once without interruption, answered when it pauses. Then
-its stored history is cut at a random point, as a process that died there would leave it, and
-copied into a fresh session; ``run(invocation_id=...)`` resumes it (answering the pause when it
-comes) until the invocation finishes. The two histories are equal, per branch, modulo event ids
-and timestamps and the runtime's closing responses; the user's messages are stored once; no tool
-whose result was committed runs again. Hypothesis draws the cut and Trio's scheduling.
+long-running approval, a loop that a judge ends by escalating) runs once without interruption,
+answered when it pauses. Then its stored history is cut at a random point, as a process that
+died there would leave it, and copied into a fresh session; ``run(invocation_id=...)`` resumes
+it (answering the pause when it comes) until the invocation finishes. The two histories are
+equal, per branch, modulo event ids and timestamps and the runtime's closing responses; the
+user's messages are stored once; no tool whose result was committed runs again. Hypothesis
+draws the cut and Trio's scheduling.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from trio_agents._serde import unstructure
 from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
 from trio_agents.testing import ScriptedModel
-from trio_agents.tools import FunctionTool, LongRunningFunctionTool, ToolContext
+from trio_agents.tools import FunctionTool, LongRunningFunctionTool, ToolContext, exit_loop
 
 APP = "props"
 
@@ -80,12 +81,15 @@ def build(tools: Tools) -> App:
     )
     c = LlmAgent(name="c", model=scripted("c", ["c speaks", "c again"]))
     d = LlmAgent(name="d", model=scripted("d", ["d one", "d two", "d three"]))
+    judge = LlmAgent(
+        name="judge", model=scripted("judge", ["again", ("exit_loop", {})]), tools=[exit_loop]
+    )
     root = SequentialAgent(
         name="root",
         sub_agents=[
             a,
             ParallelAgent(name="par", sub_agents=[b, c]),
-            LoopAgent(name="loop", sub_agents=[d], max_iterations=2),
+            LoopAgent(name="loop", sub_agents=[d, judge]),  # until the judge escalates
         ],
     )
     return App(APP, root, resumability_config=ResumabilityConfig(is_resumable=True))
@@ -140,7 +144,11 @@ def executed_after(events: list[Event], cut: int) -> list[str]:
     for event in events[cut:]:
         if event.author == "user":
             continue
-        ran += [r.id or "" for r in event.get_function_responses() if not is_closing_response(r)]
+        ran += [
+            r.id or ""
+            for r in event.get_function_responses()
+            if r.name in ("lookup", "approve") and not is_closing_response(r)
+        ]
         ran += sorted(event.long_running_tool_ids or ())
     return sorted(ran)
 

@@ -25,7 +25,7 @@ from ._tool_confirmation import ToolConfirmation
 if TYPE_CHECKING:
     from ._config import RunConfig
     from ._invocation import Invocation
-    from ._resume import ResumePlan
+    from ._resume_plan import ResumePlan
     from .agents._base import BaseAgent
     from .artifacts._base import ArtifactService
     from .memory import SearchMemoryResponse

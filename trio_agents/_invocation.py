@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ._config import RunConfig
     from ._content import Content
     from ._context import InvocationContext
-    from ._resume import ResumePlan
+    from ._resume_plan import ResumePlan
     from ._runner import Runner
     from .agents._base import BaseAgent
     from .sessions._base import Session

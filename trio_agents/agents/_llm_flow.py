@@ -40,7 +40,7 @@ from ._llm_tools import run_function_calls
 from ._llm_toolsets import in_step_tools
 
 if TYPE_CHECKING:
-    from .._resume import ResumePlan
+    from .._resume_plan import ResumePlan
     from ._llm import InstructionProvider
 
 __all__ = ["run_llm_agent"]

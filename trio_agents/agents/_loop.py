@@ -40,6 +40,9 @@ class LoopAgent(BaseAgent):
 
         looped = ctx.watching_escalation(on_escalate)
         done, start, resuming = self._start(ctx)
+        plan = ctx.resume_plan
+        if plan is not None and plan.was_escalated(self):
+            escalated = True  # before it stopped: the current sub-agent finishes, then it ends
         resumable = ctx.is_resumable
         while limit is None or done < limit:
             before = ctx.events_emitted

@@ -37,6 +37,8 @@ class ParallelAgent(BaseAgent):
         if not self.sub_agents:
             return
         plan = ctx.resume_plan
+        if plan is not None and plan.was_escalated(self):
+            return  # a child escalated before the invocation stopped: this agent had ended
         if ctx.is_resumable and (plan is None or plan.state_of(self) is None):
             await self._checkpoint(ctx, {})
         try:
