@@ -2,9 +2,11 @@
 
 ``refund`` is a ``FunctionTool(require_confirmation=True)``: calling it asks for the user's
 confirmation (an ``adk_request_confirmation`` call); ``open_ticket`` is long-running and
-returns nothing, so its call waits for the user's function response. The scripted model calls
-``refund`` when the user's text says "refund", ``open_ticket`` when it says "ticket", and
-answers a function response with a sentence naming it. Served by the dev UI tests
+returns nothing, so its call waits for the user's function response; ``look_up`` fails the
+first time it is called in a process, so that run ends in an error it can be resumed from. The
+scripted model calls ``refund`` when the user's text says "refund", ``open_ticket`` when it
+says "ticket", ``look_up`` when it says "look up", and answers a function response with a
+sentence naming it. Served by the dev UI tests
 (``trio-agents web tests/desk_app.py``) and used by the HTTP tests.
 """
 
@@ -34,6 +36,18 @@ def open_ticket(topic: str) -> None:
     """Open a support ticket about ``topic``; a person answers it later."""
 
 
+LOOKUPS: list[str] = []
+"""The orders ``look_up`` was called for in this process."""
+
+
+def look_up(order: str) -> dict[str, Any]:
+    """The status of ``order`` (the order database is down at the first call)."""
+    LOOKUPS.append(order)
+    if len(LOOKUPS) == 1:
+        raise RuntimeError("the order database is down")
+    return {"order": order, "status": "shipped"}
+
+
 def _reply(request: LlmRequest) -> LlmResponse:
     last = request.contents[-1]
     for part in last.parts:
@@ -46,6 +60,8 @@ def _reply(request: LlmRequest) -> LlmResponse:
         return _model(Part.from_function_call("refund", REFUND_ARGS))
     if "ticket" in text:
         return _model(Part.from_function_call("open_ticket", TICKET_ARGS))
+    if "look up" in text:
+        return _model(Part.from_function_call("look_up", {"order": REFUND_ARGS["order"]}))
     return _model(Part(text="Ask me for a refund or a ticket."))
 
 
@@ -62,6 +78,7 @@ def desk_agent() -> LlmAgent:
         tools=[
             FunctionTool(refund, require_confirmation=True),
             LongRunningFunctionTool(open_ticket),
+            look_up,
         ],
     )
 

@@ -2,8 +2,9 @@
 
 The app (:mod:`tests.desk_app`, resumable) pauses on a refund's confirmation request or on a
 long-running ticket. The page lists the open call; Approve, Deny or Answer sends its function
-response with the invocation's id to ``/run_sse`` and the run carries on in the same view. Each
-path checks the request the page sent and what the session stores afterwards.
+response with the invocation's id to ``/run_sse`` and the run carries on in the same view. A run
+that failed is resumed with the Resume button. Each path checks the request the page sent and
+what the session stores afterwards.
 """
 
 from __future__ import annotations
@@ -202,3 +203,34 @@ def test_a_long_running_call_is_answered_with_json_also_after_a_reload(
     assert json_responses(events, "user") == [answer]
     assert _last_text(events) == 'open_ticket answered {"status": "fixed"}'
     assert {e["invocationId"] for e in events[len(paused) :]} == {invocation_id}
+
+
+def test_a_failed_run_of_a_resumable_app_is_resumed_with_one_click(
+    browser: webdriver.Chrome, desk: Served
+) -> None:
+    page = DeskPage(browser, desk.url)
+    page.send("Please look up my order")
+    page.status("error")
+    assert "the order database is down" in page.one("#status").text
+    resume = page.one("#resume")
+    page.wait(resume.is_displayed, "the Resume button")
+    failed = _stored(desk, page.session_id)["events"]
+    invocation_id = failed[0]["invocationId"]
+
+    resume.click()
+    page.status("done")
+    assert 'look_up answered {"order": "A-17", "status": "shipped"}' in page.chat()
+    assert not resume.is_displayed()
+    assert page.last_run_body() == {
+        "appName": "desk",
+        "userId": "user",
+        "sessionId": page.session_id,
+        "invocationId": invocation_id,
+        "streaming": True,
+    }
+    events = _stored(desk, page.session_id)["events"]
+    assert [e["content"] for e in events if e["author"] == "user"] == [
+        {"role": "user", "parts": [{"text": "Please look up my order"}]}
+    ]  # not stored again
+    assert {e["invocationId"] for e in events} == {invocation_id}
+    assert _last_text(events) == 'look_up answered {"order": "A-17", "status": "shipped"}'

@@ -330,6 +330,7 @@ async def test_an_invocation_that_failed_resumes_without_a_message(
     failed = await client.post(url + "/run", json={**run, "newMessage": user_text("Where?")})
     assert failed.status_code == 500
     invocation_id = failed.json()["invocationId"]
+    assert failed.json()["resumable"] is True  # the error frame's data says it can resume
 
     resumed = await client.post(url + "/run", json={**run, "invocationId": invocation_id})
     assert resumed.status_code == 200, resumed.text

@@ -34,7 +34,8 @@ session's history; partial chunks carry the last committed one), then exactly on
 ``event: done``, ``event: cancelled`` or ``event: error`` with ``data: {"invocationId": ...}``
 (for ``error``, ADK's string form ``"error": "RuntimeError: boom"`` plus ``"errorDetails": {"type",
 "message"}``; for a run that paused, ``"paused": true`` and ``"waitingFor"``: the calls it waits
-for, each ``{"id", "name", "args"}``). A second run on a busy session gets 409 and stores nothing.
+for, each ``{"id", "name", "args"}``; ``"resumable": true`` on the ``error`` or ``cancelled``
+frame of a resumable app). A second run on a busy session gets 409 and stores nothing.
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
 
@@ -55,7 +56,8 @@ The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
 session, chat, follow the live event timeline (parallel branches as lanes, each event's state and
 artifact deltas), cancel the run in flight, and answer the calls a paused run waits for
-(approve or deny a confirmation request, answer a long-running call with JSON).
+(approve or deny a confirmation request, answer a long-running call with JSON), and resume a
+failed or cancelled invocation of a resumable app.
 """
 
 from __future__ import annotations

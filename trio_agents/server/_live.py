@@ -68,12 +68,16 @@ def terminal_frame(
     error: BaseException | None = None,
     *,
     waiting_for: Sequence[FunctionCall] = (),
+    resumable: bool = False,
 ) -> Frame:
-    """The frame a run ends with; a run that paused says so, with the calls it waits for."""
+    """The frame a run ends with; a run that paused says so, with the calls it waits for, and
+    one of a resumable app that failed or was cancelled says it can be resumed."""
     data: dict[str, Any] = {"invocationId": invocation_id}
     if waiting_for:
         data["paused"] = True
         data["waitingFor"] = [unstructure(call) for call in waiting_for]
+    if resumable and kind != "done":
+        data["resumable"] = True
     if error is not None:  # ADK's string form under "error"; the structured one under its own key
         data["error"] = f"{type(error).__name__}: {error}"
         data["errorDetails"] = {"type": type(error).__name__, "message": str(error)}

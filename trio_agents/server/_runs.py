@@ -345,9 +345,9 @@ async def _run(
         if live.stream is None:
             raise  # the run never began: the request answers with an HTTP error
         logger.info("run %s failed: %r", live.invocation_id, exc)
-        return terminal_frame("error", live.invocation_id, exc)
+        return terminal_frame("error", live.invocation_id, exc, resumable=_resumable(runner))
     if cancelled:
-        return terminal_frame("cancelled", stream.invocation_id)
+        return terminal_frame("cancelled", stream.invocation_id, resumable=_resumable(runner))
     waiting = stream.waiting_for if stream.paused else ()
     return terminal_frame("done", stream.invocation_id, waiting_for=waiting)
 

@@ -8,7 +8,8 @@
 // A run that ends on calls only the user can answer (long-running calls, and
 // adk_request_confirmation requests for a tool's approval) leaves them open: they are listed
 // with Approve/Deny or a JSON answer box, and answering one sends its function response with
-// the invocation's id, so the same invocation carries on in the same view.
+// the invocation's id, so the same invocation carries on in the same view. A run of a resumable
+// app that failed or was cancelled offers Resume: the invocation again, without a message.
 "use strict";
 
 const TOKEN_KEY = "trio_agents.token";
@@ -19,7 +20,8 @@ const ui = {
   app: $("app"), user: $("user"), session: $("session"), newSession: $("new-session"),
   tokenButton: $("token-button"), tokenForm: $("token-form"), token: $("token"),
   notice: $("notice"), chat: $("chat"), status: $("status"), composer: $("composer"),
-  message: $("message"), send: $("send"), cancel: $("cancel"), state: $("state"),
+  message: $("message"), send: $("send"), cancel: $("cancel"), resume: $("resume"),
+  state: $("state"),
   timeline: $("timeline"), openCalls: $("open-calls"), openList: $("open-list"),
 };
 
@@ -30,6 +32,7 @@ const current = {
   rows: 1, // the timeline's last used grid row (row 1 holds the lane headers)
   streaming: new Map(), // author + branch -> the chat bubble receiving partial chunks
   open: new Map(), // call id -> {call, invocationId}: calls waiting for the user's answer
+  resumable: null, // the id of the invocation Resume runs again (it failed or was cancelled)
 };
 
 // -- the API ------------------------------------------------------------------------------------
@@ -120,6 +123,7 @@ function setRunning(running) {
   current.running = running;
   ui.send.disabled = running;
   ui.cancel.disabled = !running || !current.invocationId;
+  ui.resume.hidden = running || !current.resumable;
   for (const control of [ui.app, ui.user, ui.session, ui.newSession]) control.disabled = running;
   renderOpenCalls();
 }
@@ -177,6 +181,8 @@ function clearViews() {
   current.rows = 1;
   current.streaming.clear();
   current.open.clear();
+  current.resumable = null;
+  ui.resume.hidden = true;
   renderOpenCalls();
   setStatus("idle", "idle");
 }
@@ -191,9 +197,11 @@ async function send(text) {
   await run(message, null);
 }
 
-// Run `message` (resuming `invocationId` when given) to its terminal frame; false if it failed.
+// Run `message` (resuming `invocationId` when given; no message: run it again from where it
+// stopped) to its terminal frame; false if the request failed.
 async function run(message, invocationId) {
   current.invocationId = invocationId;
+  current.resumable = null;
   setRunning(true);
   setStatus("running", invocationId ? `resuming invocation ${invocationId}…` : "running…");
   try {
@@ -213,9 +221,9 @@ async function stream(message, invocationId) {
     appName: ui.app.value,
     userId: ui.user.value,
     sessionId: ui.session.value,
-    newMessage: message,
     streaming: true,
   };
+  if (message) body.newMessage = message;
   if (invocationId) body.invocationId = invocationId;
   const response = await api("POST", "/run_sse", body);
   for await (const frame of sseFrames(response)) {
@@ -233,6 +241,13 @@ function onEvent(event, seq) {
   }
   if (event.partial) streamChunk(event);
   else showEvent(event, seq);
+}
+
+async function resumeRun() {
+  const invocationId = current.resumable;
+  if (current.running || !invocationId) return;
+  showUserTurn(`resume ${invocationId}`);
+  await run(null, invocationId);
 }
 
 async function cancelRun() {
@@ -254,6 +269,7 @@ function showTerminal(kind, data) {
   else setStatus(kind, `${kind}${error}`);
   const row = el("div", `terminal ${paused ? "paused" : kind}`, `■ ${paused ? "paused" : kind}${error}`);
   placeRow(row);
+  if (data.resumable) current.resumable = data.invocationId;
   for (const bubble of current.streaming.values()) bubble.classList.remove("live");
   current.streaming.clear();
 }
@@ -578,6 +594,7 @@ ui.message.addEventListener("keydown", (event) => {
   ui.composer.requestSubmit();
 });
 ui.cancel.addEventListener("click", guarded(cancelRun));
+ui.resume.addEventListener("click", guarded(resumeRun));
 ui.tokenButton.addEventListener("click", () => { ui.tokenForm.hidden = !ui.tokenForm.hidden; });
 ui.tokenForm.addEventListener("submit", useToken);
 
