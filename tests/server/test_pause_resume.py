@@ -16,11 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from tests.desk_app import REFUND_ARGS, TICKET_ARGS, desk_app
 from tests.server.conftest import Start
 from tests.server.helpers import (
     Frame,
+    Gated,
+    SseReader,
     json_calls as calls,
     json_texts as texts,
     read_frames,
@@ -339,3 +342,43 @@ async def test_an_invocation_that_failed_resumes_without_a_message(
     assert texts(stored) == ["Where?", "It has shipped."]  # the question is not stored twice
     assert {e["invocationId"] for e in stored} == {invocation_id}
     assert flaky.calls == 2
+
+
+async def test_a_cancelled_invocation_says_it_can_resume_and_does(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    gate, entered = trio.Event(), trio.Event()
+    gated = Gated(name="gated", gate=gate, entered=entered)
+    config = ResumabilityConfig(is_resumable=True)
+    app = create_app(
+        {"gated": App(name="gated", root_agent=gated, resumability_config=config)},
+        session_service=InMemorySessionService(),
+    )
+    url = await start_server(app)
+    sessions = f"{url}/apps/gated/users/u1/sessions"
+    await client.post(sessions, json={"sessionId": "s1"})
+    run = {"appName": "gated", "userId": "u1", "sessionId": "s1", "streaming": True}
+    async with client.stream(
+        "POST", url + "/run_sse", json={**run, "newMessage": user_text("go")}
+    ) as response:
+        frames = SseReader(response)
+        invocation_id = (await frames.next()).data["invocationId"]
+        await entered.wait()
+        cancel = await client.post(f"{sessions}/s1/invocations/{invocation_id}/cancel")
+        assert cancel.status_code == 202
+        terminal = (await frames.rest())[-1]
+    assert (terminal.event, terminal.data) == (
+        "cancelled",
+        {"invocationId": invocation_id, "resumable": True},
+    )
+
+    gate.set()
+    async with client.stream(
+        "POST", url + "/run_sse", json={**run, "invocationId": invocation_id}
+    ) as response:
+        resumed = await read_frames(response)
+    assert resumed[-1].event == "done"
+    assert texts([f.data for f in resumed]) == ["done"]
+    stored = (await client.get(f"{sessions}/s1")).json()["events"]
+    assert texts([e for e in stored if e["author"] == "user"]) == ["go"]
+    assert {e["invocationId"] for e in stored} == {invocation_id}
