@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from tests.agents.llm_helpers import fc, kinds
 from trio_agents import (
@@ -483,3 +485,36 @@ async def test_two_long_running_calls_in_one_turn_are_answered_together() -> Non
     resumed = await chat.send(both)
     assert marks(resumed)[-1] == "seq!end" and not chat.paused()
     assert sorted(approvals.runs) == [1, 2]
+
+
+async def test_a_cancelled_invocation_resumes_and_runs_the_cancelled_call_again() -> None:
+    started: list[str] = []
+    release = trio.Event()
+
+    async def slow_lookup(q: str) -> dict[str, str]:
+        """Look something up, slowly."""
+        started.append(q)
+        await release.wait()
+        return {"found": q}
+
+    a = llm("a", [fc("slow_lookup", {"q": "x"}), "a done"], slow_lookup)
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[a, llm("b", ["b"])]))
+    async with chat.runner.run(user_id="u", session_id=chat.session_id, new_message="go") as run:
+        async for event in run:
+            if event.get_function_calls():
+                await trio.testing.wait_all_tasks_blocked()
+                run.cancel("operator stop")
+    closing = (await chat.events())[-1]
+    assert closing.get_function_responses()[0].response["reason"] == "run cancelled"
+    release.set()
+    resumed = await chat.send(None, invocation_id=run.invocation_id)
+    assert marks(resumed) == [
+        "a:FR:slow_lookup",
+        "a:T:a done",
+        "a!end",
+        "seq@b",
+        "b:T:b",
+        "b!end",
+        "seq!end",
+    ]
+    assert started == ["x", "x"]  # cancelled before its result was committed: it runs again

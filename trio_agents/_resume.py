@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._events import Event
     from .agents._base import BaseAgent
 
-__all__ = ["InvocationRecord", "Resumption", "find_invocation", "resumption", "waiting_calls"]
+__all__ = ["find_invocation", "resumption", "waiting_calls"]  # and internal record classes
 
 
 class InvocationRecord:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._resume import InvocationRecord
     from .agents._base import BaseAgent
 
-__all__ = ["ResumePlan"]
+__all__: list[str] = []  # internal: the run block and agents use ResumePlan
 
 
 class ResumePlan:

@@ -25,7 +25,7 @@ from .._serde import load_event, unstructure
 if TYPE_CHECKING:
     from .._context import InvocationContext
 
-__all__ = ["METADATA_KEY", "ChildPause", "ChildResume", "children_to_resume", "waiting_event"]
+__all__ = ["METADATA_KEY", "children_to_resume", "waiting_event"]  # and internal records
 
 METADATA_KEY = "trio_agents.agent_tool"
 """The ``custom_metadata`` key of a waiting event (what continues a paused agent tool)."""
