@@ -1,9 +1,10 @@
 """google-adk's own dev UI (the Angular app in its wheel) against our server, in headless Chromium.
 
 ``trio-agents web --adk-ui`` serves the installed google-adk's UI over our API and dev routes.
-The test chats, opens the agent graph and the traces, and makes an agent fail; every request the
-UI makes must succeed (fonts are blocked: nothing leaves the machine). Needs google-adk
-(``pip install 'trio_agents[adk-ui]'``; ``.ci/run`` installs it) and Chromium.
+The tests chat, open the agent graph and the traces, make an agent fail, and answer a tool's
+confirmation request with the UI's own form; every request the UI makes must succeed (fonts
+are blocked: nothing leaves the machine). Needs google-adk (``pip install
+'trio_agents[adk-ui]'``; ``.ci/run`` installs it) and Chromium.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.wait import WebDriverWait
 
 from .chromium import chromium, require
+from .desk_app import REFUND_ARGS
 from .serving import served
 
 WEATHER = """
@@ -183,3 +185,36 @@ def test_adk_s_dev_ui_chats_draws_the_graph_traces_and_shows_errors(
         assert "does not implement evaluations" in eval_set.json()["detail"]
         assert telemetry == {"telemetry": False}
         assert server.stop() == 0
+
+
+def test_adk_s_dev_ui_answers_a_confirmation_request(browser: webdriver.Chrome) -> None:
+    """Its confirmation form (the hint, a Confirmed box, Submit) resumes the paused run."""
+    with served("web", "tests/desk_app.py", "--adk-ui") as server:
+        page = AdkPage(browser, server.url, "desk")
+        page.send("A refund, please")
+        page.shows("Approve or reject the call to refund()")
+        box = page.wait(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "input[id^=confirmed-checkbox]"),
+            "the Confirmed checkbox",
+        )[0]
+        call_id = box.get_attribute("id").removeprefix("confirmed-checkbox-standalone-")
+        box.click()
+        page.click_text("Submit")
+        page.shows('refund answered {"order": "A-17", "refunded": 5}')
+
+        with httpx.Client(base_url=server.url, timeout=15) as http:
+            [session] = http.get("/apps/desk/users/user/sessions").json()
+            stored = http.get(f"/apps/desk/users/user/sessions/{session['id']}").json()
+        assert server.stop() == 0
+    answer = {
+        "id": call_id,
+        "name": "adk_request_confirmation",
+        "response": {"confirmed": True, "payload": REFUND_ARGS},  # its payload box's default
+    }
+    events = stored["events"]
+    users = [e["content"] for e in events if e["author"] == "user"]
+    assert users[1:] == [{"role": "user", "parts": [{"functionResponse": answer}]}]
+    assert stored["state"]["refunded"] == {**REFUND_ARGS, "payload": REFUND_ARGS}
+    assert len({e["invocationId"] for e in events}) == 1  # the paused invocation carried on
+    runs = {status for status, path in _statuses(browser) if path == "/run_sse"}
+    assert runs == {200}  # (the log may still hold a request of the test before)

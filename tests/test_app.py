@@ -26,7 +26,7 @@ from trio_agents import (
     ResumabilityConfig,
     Runner,
 )
-from trio_agents.cli import load_agents
+from trio_agents.cli import load_agents, load_apps
 from trio_agents.plugins import BasePlugin
 from trio_agents.sessions import InMemorySessionService
 from trio_agents.testing import ScriptedModel
@@ -171,6 +171,35 @@ def test_the_loader_accepts_a_real_app(tmp_path: Path, monkeypatch: pytest.Monke
     apps = load_agents(str(tmp_path / "shop_app.py"))
     assert list(apps) == ["shop"]
     assert apps["shop"].name == "assistant"
+
+
+def test_load_apps_keeps_an_app_whole_and_an_agent_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, tail in [
+        ("shop", 'app = App(name="shop", root_agent=root_agent, resumability_config=RESUMABLE)'),
+        ("plain", ""),
+    ]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(
+            textwrap.dedent(
+                f"""
+                from trio_agents import App, LlmAgent, ResumabilityConfig
+                from trio_agents.testing import ScriptedModel
+
+                RESUMABLE = ResumabilityConfig(is_resumable=True)
+                root_agent = LlmAgent(name="assistant", model=ScriptedModel(["hi"]))
+                {tail}
+                """
+            )
+        )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    apps = load_apps(str(tmp_path))
+    assert sorted(apps) == ["plain", "shop"]
+    shop, plain = apps["shop"], apps["plain"]
+    assert isinstance(shop, App) and shop.is_resumable
+    assert isinstance(plain, LlmAgent) and plain.name == "assistant"
+    assert load_agents(str(tmp_path)) == {"plain": plain, "shop": shop.root_agent}
 
 
 def test_an_in_memory_runner_runs_an_app_too() -> None:

@@ -126,6 +126,25 @@ def test_an_app_object_names_the_app(project: Path) -> None:
     assert "no app 'inner' in TARGET; it holds ['outer_app']" in picked.stderr
 
 
+@pytest.mark.parametrize(("resumable", "checkpoints"), [(True, 1), (False, 0)])
+def test_run_runs_a_real_app_with_its_resumability(
+    tmp_path: Path, resumable: bool, checkpoints: int
+) -> None:
+    (tmp_path / "shop.py").write_text(
+        _agent("clerk")
+        + textwrap.dedent(
+            f"""
+            from trio_agents import App, ResumabilityConfig
+
+            config = ResumabilityConfig(is_resumable={resumable})
+            app = App(name="shop", root_agent=root_agent, resumability_config=config)
+            """
+        )
+    )
+    result = _cli(tmp_path, "run", "shop.py", "-m", "hi")
+    assert _answers(result) == ["'clerk: hi'"] + ["checkpoint: finished"] * checkpoints
+
+
 def test_a_folder_of_packages_holds_one_app_each(project: Path) -> None:
     result = _cli(project, "run", "agents", "--app", "greeter", "-m", "hi")
     assert _answers(result) == ["'greeter: hi'"]

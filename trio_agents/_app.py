@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -51,6 +51,10 @@ def _check_root(app: App, attribute: attrs.Attribute[BaseAgent], agent: object) 
         )
 
 
+def _plugins(plugins: Iterable[BasePlugin]) -> tuple[BasePlugin, ...]:
+    return tuple(plugins)
+
+
 def _check_resumability(
     app: App, attribute: attrs.Attribute[ResumabilityConfig | None], value: object
 ) -> None:
@@ -72,7 +76,7 @@ class App:
 
     name: str = attrs.field(validator=_check_name)
     root_agent: BaseAgent = attrs.field(validator=_check_root)
-    plugins: Sequence[BasePlugin] = attrs.field(default=(), converter=tuple)
+    plugins: Sequence[BasePlugin] = attrs.field(default=(), converter=_plugins)
     resumability_config: ResumabilityConfig | None = attrs.field(
         default=None, validator=_check_resumability
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -21,6 +23,7 @@ from trio_agents import (
     ToolContext,
 )
 from trio_agents.models import LlmRequest, LlmResponse
+from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
 from trio_agents.testing import ScriptedModel
 
 
@@ -130,3 +133,46 @@ class Failing(BaseAgent):
 
 def user_text(text: str) -> dict[str, Any]:
     return {"role": "user", "parts": [{"text": text}]}
+
+
+@contextlib.asynccontextmanager
+async def session_service(kind: str, tmp_path: Any) -> AsyncIterator[SessionService]:
+    """An in-memory (``"memory"``) or SQLite file (``"sqlite"``) session service."""
+    if kind == "memory":
+        yield InMemorySessionService()
+        return
+    async with SqliteSessionService(str(tmp_path / "sessions.db")) as service:
+        yield service
+
+
+# -- reading events as JSON ------------------------------------------------------------------------
+
+
+def _parts(event: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((event.get("content") or {}).get("parts", []))
+
+
+def json_calls(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The function calls named ``name`` in JSON ``events``, in order."""
+    return [
+        part["functionCall"]
+        for event in events
+        for part in _parts(event)
+        if part.get("functionCall", {}).get("name") == name
+    ]
+
+
+def json_responses(events: list[dict[str, Any]], author: str) -> list[dict[str, Any]]:
+    """The function responses in the JSON ``events`` of ``author``, in order."""
+    return [
+        part["functionResponse"]
+        for event in events
+        if event["author"] == author
+        for part in _parts(event)
+        if "functionResponse" in part
+    ]
+
+
+def json_texts(events: list[dict[str, Any]]) -> list[str]:
+    """The texts of JSON ``events``, in order."""
+    return [part["text"] for event in events for part in _parts(event) if "text" in part]

@@ -5,9 +5,7 @@ ARCHITECTURE §3 "HTTP API" fixes the routes and frames; S-API-n refer to ADK-SE
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,23 +20,14 @@ from tests.server.helpers import (
     Gated,
     SseReader,
     read_frames,
+    session_service,
     user_text,
     weather_agent,
 )
 from trio_agents import BaseAgent, Event, InvocationContext
 from trio_agents.server import _live, create_app, serve
 from trio_agents.server._runs import follow
-from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
-
-
-@contextlib.asynccontextmanager
-async def session_service(kind: str, tmp_path: Any) -> AsyncIterator[SessionService]:
-    if kind == "memory":
-        yield InMemorySessionService()
-        return
-    async with SqliteSessionService(str(tmp_path / "sessions.db")) as service:
-        yield service
-
+from trio_agents.sessions import InMemorySessionService, SessionService
 
 SERVICES = ["memory", "sqlite"]
 

@@ -10,12 +10,13 @@ import click
 import trio
 from rich.console import Console
 
+from .._app import App
 from .._demo import DEFAULT_DEMO_DB, DEMOS, format_event, run_demo
 from .._runner import Runner
 from .._version import __version__
 from ..agents import BaseAgent
 from ._chat import chat
-from ._load import load_agents
+from ._load import load_apps
 from ._services import Services, open_services
 
 __all__ = ["cli"]
@@ -146,7 +147,7 @@ def demo(ctx: click.Context, /, names: tuple[str, ...], db: str, in_memory: bool
     trio.run(run_demo, list(names) or list(DEMOS), _out(ctx), None if in_memory else db)
 
 
-def _pick(apps: dict[str, BaseAgent], app: str | None) -> tuple[str, BaseAgent]:
+def _pick(apps: dict[str, BaseAgent | App], app: str | None) -> tuple[str, BaseAgent | App]:
     if app is None:
         if len(apps) != 1:
             raise click.UsageError(
@@ -179,7 +180,7 @@ def run(
     session_id: str | None,
     **uris: str | None,
 ) -> None:
-    app_name, agent = _pick(load_agents(target), app)
+    app_name, agent = _pick(load_apps(target), app)
     if replay is not None:
         messages += tuple(line.rstrip("\n") for line in replay if line.strip())
     interactive = not messages and replay is None and sys.stdin.isatty()
@@ -205,19 +206,21 @@ async def _session(runner: Runner, user_id: str, session_id: str | None) -> tupl
     return created.id, 0
 
 
-def _runner(app_name: str, agent: BaseAgent, services: Services) -> Runner:
-    return Runner(
-        agent=agent,
-        app_name=app_name,
-        session_service=services.sessions,
-        artifact_service=services.artifacts,
-        memory_service=services.memory,
-    )
+def _runner(app_name: str, agent: BaseAgent | App, services: Services) -> Runner:
+    """A Runner of the agent, or of the app (its plugins and resumability) under ``app_name``."""
+    stores = {
+        "session_service": services.sessions,
+        "artifact_service": services.artifacts,
+        "memory_service": services.memory,
+    }
+    if isinstance(agent, App):
+        return Runner(app=attrs.evolve(agent, name=app_name), **stores)
+    return Runner(agent=agent, app_name=app_name, **stores)
 
 
 async def _run(
     app_name: str,
-    agent: BaseAgent,
+    agent: BaseAgent | App,
     messages: list[str],
     interactive: bool,
     user_id: str,
@@ -292,5 +295,5 @@ def _serve(target: str, options: dict[str, Any], *, ui: bool, out: TextIO) -> No
             f"this command needs the 'server' extra ({missing} is not installed): "
             "pip install 'trio_agents[server]'"
         ) from exc
-    apps = load_agents(target)
+    apps = load_apps(target)
     trio.run(serve_apps, apps, ServeOptions(**options, ui=ui), out)

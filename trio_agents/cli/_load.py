@@ -24,13 +24,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .._app import App
 from .._errors import ConfigurationError
 from ..agents import BaseAgent
 
-__all__ = ["load_agent", "load_agents"]
+__all__ = ["load_agent", "load_agents", "load_apps"]
 
 ATTRIBUTES = ("app", "root_agent")
 """What a module is searched for, in this order, when the target names no attribute."""
+
+Found = tuple[str | None, BaseAgent | App]
+"""An app as found in a module: its name (None: the agent's) and the agent or the app."""
 
 
 def load_agent(target: str) -> BaseAgent:
@@ -42,7 +46,12 @@ def load_agent(target: str) -> BaseAgent:
 
 
 def load_agents(target: str) -> dict[str, BaseAgent]:
-    """The apps of ``target``, by app name.
+    """The root agents of the apps of ``target``, by app name (see :func:`load_apps`)."""
+    return {name: _root(found) for name, found in load_apps(target).items()}
+
+
+def load_apps(target: str) -> dict[str, BaseAgent | App]:
+    """The apps of ``target``, by app name: a :class:`~trio_agents.App` as is, else the agent.
 
     A module or file target names its app after the ``app``'s name or the root agent's name; a
     package directory after the directory; a directory of packages holds one app per package.
@@ -61,6 +70,10 @@ def load_agents(target: str) -> dict[str, BaseAgent]:
     return _named(_from_module(target, _import(target, location), attribute))
 
 
+def _root(found: BaseAgent | App) -> BaseAgent:
+    return found.root_agent if isinstance(found, App) else found
+
+
 def _split(target: str) -> tuple[str, str | None]:
     """``location[:attribute]``; a Windows drive letter is not an attribute."""
     location, colon, attribute = target.rpartition(":")
@@ -69,12 +82,12 @@ def _split(target: str) -> tuple[str, str | None]:
     return location, attribute
 
 
-def _named(found: tuple[str | None, BaseAgent]) -> dict[str, BaseAgent]:
+def _named(found: Found) -> dict[str, BaseAgent | App]:
     name, agent = found
     return {name or agent.name: agent}
 
 
-def _load_directory(target: str, root: Path) -> dict[str, BaseAgent]:
+def _load_directory(target: str, root: Path) -> dict[str, BaseAgent | App]:
     if _is_package(root):
         _on_path(root.resolve().parent)
         module = _import(target, root.name)
@@ -82,7 +95,7 @@ def _load_directory(target: str, root: Path) -> dict[str, BaseAgent]:
         if found is not None:
             return {root.name: found[1]}
     _on_path(root.resolve())
-    apps: dict[str, BaseAgent] = {}
+    apps: dict[str, BaseAgent | App] = {}
     for package in sorted(p for p in root.iterdir() if p.is_dir() and _is_package(p)):
         found = _package_app(target, package.name)
         if found is not None:
@@ -109,7 +122,7 @@ def _has_agent_module(module: ModuleType) -> bool:
     return any((Path(p) / "agent.py").is_file() for p in paths)
 
 
-def _package_app(target: str, name: str) -> tuple[str | None, BaseAgent] | None:
+def _package_app(target: str, name: str) -> Found | None:
     """The app of package ``name``: in its ``__init__`` or else in its ``agent`` module."""
     module = _import(target, name)
     if _has_any(module):
@@ -120,9 +133,7 @@ def _package_app(target: str, name: str) -> tuple[str | None, BaseAgent] | None:
     return _search(agent_module, target) if _has_any(agent_module) else None
 
 
-def _from_module(
-    target: str, module: ModuleType, attribute: str | None
-) -> tuple[str | None, BaseAgent]:
+def _from_module(target: str, module: ModuleType, attribute: str | None) -> Found:
     if attribute is not None:
         if not hasattr(module, attribute) and _has_agent_module(module):
             module = _import(target, f"{module.__name__}.agent")  # ADK keeps it there
@@ -142,17 +153,20 @@ def _from_module(
     return _search(module, target)
 
 
-def _search(module: ModuleType, target: str) -> tuple[str | None, BaseAgent]:
+def _search(module: ModuleType, target: str) -> Found:
     for name in ATTRIBUTES:
         if hasattr(module, name):
             return _as_app(target, getattr(module, name), name)
     raise AssertionError("callers check _has_any first")
 
 
-def _as_app(target: str, value: Any, attribute: str) -> tuple[str | None, BaseAgent]:
-    """An agent as is; an ``App``-like object (``name`` and ``root_agent``) as its root agent."""
+def _as_app(target: str, value: Any, attribute: str) -> Found:
+    """An agent or an :class:`App` as is; another ``App``-like object (``name`` and
+    ``root_agent``, e.g. google-adk's) as its root agent."""
     if isinstance(value, BaseAgent):
         return None, value
+    if isinstance(value, App):
+        return value.name, value
     root = getattr(value, "root_agent", None)
     name = getattr(value, "name", None)
     if isinstance(root, BaseAgent) and isinstance(name, str) and name:

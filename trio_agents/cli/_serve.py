@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import functools
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TextIO
 
 import attrs
@@ -18,6 +18,7 @@ import trio
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from .._app import App
 from .._errors import ConfigurationError
 from ..agents import BaseAgent
 from ..server import (
@@ -58,7 +59,9 @@ class ServeOptions:
     adk_ui: bool = False
 
 
-async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: TextIO) -> None:
+async def serve_apps(
+    apps: Mapping[str, BaseAgent | App], options: ServeOptions, out: TextIO
+) -> None:
     """Serve ``apps`` until SIGINT or SIGTERM; print where, and when it stopped."""
     async with open_services(
         sessions=options.session_service,
@@ -85,7 +88,9 @@ async def serve_apps(apps: dict[str, BaseAgent], options: ServeOptions, out: Tex
     print("stopped", file=out, flush=True)
 
 
-def _app(apps: dict[str, BaseAgent], services: Services, options: ServeOptions) -> Starlette:
+def _app(
+    apps: Mapping[str, BaseAgent | App], services: Services, options: ServeOptions
+) -> Starlette:
     return create_app(
         apps,
         session_service=services.sessions,

@@ -16,8 +16,11 @@ Routes (JSON bodies camelCase, snake_case accepted; errors are ``{"detail": ...}
 - ``POST S`` ``{sessionId?, state?, events?}`` (409 if the id is taken), ``GET S`` (without
   events), ``GET S/{session}`` (404), ``PATCH S/{session}`` ``{stateDelta}`` (stored as a ``p-…``
   event), ``DELETE S/{session}``;
-- ``POST /run`` ``{appName, userId, sessionId, newMessage, stateDelta?, customMetadata?,
-  onDisconnect?}`` → the run's events; ``POST /run_sse`` (same body plus ``streaming``) → SSE;
+- ``POST /run`` ``{appName, userId, sessionId, newMessage, invocationId?, stateDelta?,
+  customMetadata?, onDisconnect?}`` → the run's events; ``POST /run_sse`` (same body plus
+  ``streaming``) → SSE. With ``invocationId`` (a resumable app) the run continues that
+  invocation and ``newMessage`` is optional: function responses in it answer the invocation's
+  open calls; a resume that cannot be honoured is 422 naming the invocation or call id;
 - ``POST S/{session}/invocations/{invocation_id}/cancel`` → 202, or 404 when not in flight;
 - ``GET S/{session}/events?after=N`` (or ``Last-Event-ID: N``) → SSE of the stored events after
   N, then of the run in flight up to its terminal frame;
@@ -30,7 +33,9 @@ SSE frames: ``id: <seq>`` + ``data: <event JSON>`` per event (seq = the event's 
 session's history; partial chunks carry the last committed one), then exactly one terminal frame:
 ``event: done``, ``event: cancelled`` or ``event: error`` with ``data: {"invocationId": ...}``
 (for ``error``, ADK's string form ``"error": "RuntimeError: boom"`` plus ``"errorDetails": {"type",
-"message"}``). A second run on a busy session gets 409 and stores nothing.
+"message"}``; for a run that paused, ``"paused": true`` and ``"waitingFor"``: the calls it waits
+for, each ``{"id", "name", "args"}``; ``"resumable": true`` on the ``error`` or ``cancelled``
+frame of a resumable app). A second run on a busy session gets 409 and stores nothing.
 ``onDisconnect: "cancel"`` (default) cancels the run when the client goes away (calls left open
 are answered, as for the cancel route); ``"detach"`` lets it finish in the server.
 
@@ -50,7 +55,9 @@ another run holds; 503 (with ``Retry-After``) more detached runs than ``max_deta
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
 session, chat, follow the live event timeline (parallel branches as lanes, each event's state and
-artifact deltas) and cancel the run in flight.
+artifact deltas), cancel the run in flight, and answer the calls a paused run waits for
+(approve or deny a confirmation request, answer a long-running call with JSON), and resume a
+failed or cancelled invocation of a resumable app.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from .._app import App
 from .._errors import ConfigurationError, SerializationError
 from ..agents import BaseAgent
 from ..artifacts import ArtifactService, InMemoryArtifactService
@@ -49,7 +50,7 @@ ARTIFACT = SESSION + "/artifacts/{artifact_name}"
 
 
 def create_app(
-    agents: Mapping[str, BaseAgent] | Callable[[], Mapping[str, BaseAgent]],
+    agents: Mapping[str, BaseAgent | App] | Callable[[], Mapping[str, BaseAgent | App]],
     *,
     session_service: SessionService,
     artifact_service: ArtifactService | None = None,
@@ -68,10 +69,12 @@ def create_app(
     public_paths: Sequence[str] = (),
     dev_routes: bool = False,
 ) -> Starlette:
-    """The ADK-compatible HTTP API over ``agents`` (app name → root agent), as an ASGI app.
+    """The ADK-compatible HTTP API over ``agents`` (app name → root agent or app), as an ASGI app.
 
     Each app gets a :class:`~trio_agents.Runner` (``concurrent_runs="reject"``); all of them share
-    the services and ``plugins``. ``agents`` may be a zero-argument loader, called on first use.
+    the services and ``plugins``. An :class:`~trio_agents.App` value brings its own plugins (run
+    before ``plugins``) and resumability, under its key's name. ``agents`` may be a zero-argument
+    loader, called on first use.
     Serve the app with :func:`trio_agents.server.serve` (Hypercorn's Trio worker): its lifespan
     owns the nursery of detached runs and closes plugins and models on shutdown.
 

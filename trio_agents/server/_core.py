@@ -5,9 +5,11 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import trio
 
+from .._app import App
 from .._runner import Runner
 from ..agents import BaseAgent
 from ..agents._models import models_in_use
@@ -28,7 +30,7 @@ logger = logging.getLogger("trio_agents.server")
 OUTCOMES_KEPT = 1024
 """How many sessions remember the terminal frame of their last run (for late followers)."""
 
-Agents = Mapping[str, BaseAgent] | Callable[[], Mapping[str, BaseAgent]]
+Agents = Mapping[str, BaseAgent | App] | Callable[[], Mapping[str, BaseAgent | App]]
 
 
 class ServerCore:
@@ -78,17 +80,26 @@ class ServerCore:
             self._runners = {name: self._runner_for(name, agent) for name, agent in agents.items()}
         return self._runners
 
-    def _runner_for(self, name: str, agent: BaseAgent) -> Runner:
-        return Runner(
-            agent=agent,
-            app_name=name,
-            session_service=self.session_service,
-            artifact_service=self.artifact_service,
-            memory_service=self.memory_service,
-            plugins=self.plugins,
-            concurrent_runs="reject",
-            cleanup_timeout=self.cleanup_timeout,
-        )
+    def _runner_for(self, name: str, agent: BaseAgent | App) -> Runner:
+        """A Runner of ``agent`` (or of an app, under ``name``, with its plugins and ours)."""
+        if isinstance(agent, App):
+            app = App(
+                name,
+                agent.root_agent,
+                plugins=[*agent.plugins, *self.plugins],
+                resumability_config=agent.resumability_config,
+            )
+            return Runner(app=app, **self._runner_options())
+        return Runner(agent=agent, app_name=name, plugins=self.plugins, **self._runner_options())
+
+    def _runner_options(self) -> dict[str, Any]:
+        return {
+            "session_service": self.session_service,
+            "artifact_service": self.artifact_service,
+            "memory_service": self.memory_service,
+            "concurrent_runs": "reject",
+            "cleanup_timeout": self.cleanup_timeout,
+        }
 
     def node_paths(self, app_name: str) -> Mapping[str, str]:
         """Agent name → node path in ``app_name``'s tree; empty unless :attr:`node_info`."""

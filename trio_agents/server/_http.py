@@ -29,13 +29,21 @@ JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boo
 
 
 class HTTPError(Exception):
-    """An error answered as ``{"detail": ...}`` with ``status``."""
+    """An error answered as ``{"detail": ...}`` (plus the keys of ``extra``) with ``status``."""
 
-    def __init__(self, status: int, detail: str, *, headers: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ):
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.headers = headers
+        self.extra = extra or {}
 
 
 def json_response(
@@ -81,7 +89,8 @@ def unavailable(detail: str) -> HTTPError:
 
 
 def error_response(error: HTTPError) -> Response:
-    return json_response({"detail": error.detail}, error.status, headers=error.headers)
+    body = {"detail": error.detail, **error.extra}
+    return json_response(body, error.status, headers=error.headers)
 
 
 def json_type(value: Any) -> str:

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 import trio
 
+from .._content import FunctionCall
 from .._events import Event
 from .._runner import RunStream
-from .._serde import dumps
+from .._serde import dumps, unstructure
 from ._graph import with_node_info
 
 __all__ = ["FOLLOW_LOG", "event_frame", "terminal_frame"]
@@ -65,8 +66,18 @@ def terminal_frame(
     kind: Literal["done", "error", "cancelled"],
     invocation_id: str | None,
     error: BaseException | None = None,
+    *,
+    waiting_for: Sequence[FunctionCall] = (),
+    resumable: bool = False,
 ) -> Frame:
+    """The frame a run ends with; a run that paused says so, with the calls it waits for, and
+    one of a resumable app that failed or was cancelled says it can be resumed."""
     data: dict[str, Any] = {"invocationId": invocation_id}
+    if waiting_for:
+        data["paused"] = True
+        data["waitingFor"] = [unstructure(call) for call in waiting_for]
+    if resumable and kind != "done":
+        data["resumable"] = True
     if error is not None:  # ADK's string form under "error"; the structured one under its own key
         data["error"] = f"{type(error).__name__}: {error}"
         data["errorDetails"] = {"type": type(error).__name__, "message": str(error)}

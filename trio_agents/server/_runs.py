@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from .._content import Content
 from .._errors import (
     ConfigurationError,
+    ResumeError,
     SerializationError,
     SessionBusyError,
     SessionNotFoundError,
@@ -72,7 +73,10 @@ class RunPlan:
     app_name: str
     user_id: str
     session_id: str
-    message: Content
+    message: Content | None
+    """None only when resuming (``invocation_id`` set)."""
+    invocation_id: str | None
+    """The invocation to continue (ADK's ``invocationId``), or None for a new one."""
     state_delta: dict[str, Any] | None
     custom_metadata: dict[str, Any] | None
     streaming: bool
@@ -82,12 +86,30 @@ class RunPlan:
     def key(self) -> SessionKey:
         return (self.app_name, self.user_id, self.session_id)
 
+    def resumes(self, runner: Runner) -> str | None:
+        """The invocation ``runner`` is asked to resume.
+
+        As ADK's server does, an app that is not resumable ignores ``invocationId`` when a
+        message comes with it (function responses find the invocation of the calls they
+        answer); without a message, the runner refuses the request.
+        """
+        if self.invocation_id is None or self.message is None or _resumable(runner):
+            return self.invocation_id
+        logger.info(
+            "app %s is not resumable: invocationId %r ignored", self.app_name, self.invocation_id
+        )
+        return None
+
     def run_config(self, max_llm_calls: int | None) -> RunConfig:
         mode = StreamingMode.SSE if self.streaming else StreamingMode.NONE
         config = RunConfig(streaming_mode=mode, custom_metadata=self.custom_metadata)
         if max_llm_calls is None:
             return config
         return attrs.evolve(config, max_llm_calls=max_llm_calls)
+
+
+def _resumable(runner: Runner) -> bool:
+    return runner.app is not None and runner.app.is_resumable
 
 
 def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
@@ -99,15 +121,15 @@ def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
         raise HTTPError(422, "appName: field required")
     user_id = str(fields.identifier("userId", required=True))
     session_id = str(fields.identifier("sessionId", required=True))
-    message = fields.record("newMessage", Content, required=True)
-    assert message is not None
-    fields.text("invocationId")  # ADK resumes paused invocations with these; runs here answer
-    fields.text("functionCallEventId")  # calls through newMessage, so both are only checked
+    invocation_id = fields.identifier("invocationId")
+    message = fields.record("newMessage", Content, required=invocation_id is None)
+    fields.text("functionCallEventId")  # ADK's UI sends it; the call ids in newMessage suffice
     plan = RunPlan(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
         message=message,
+        invocation_id=invocation_id,
         state_delta=fields.mapping("stateDelta"),
         custom_metadata=fields.mapping("customMetadata"),
         streaming=fields.flag("streaming") and sse,
@@ -236,6 +258,8 @@ async def start_run(
         raise busy(exc) from exc
     except StoreUnavailableError as exc:
         raise unavailable(str(exc)) from exc
+    except ResumeError as exc:
+        raise resume_refused(exc) from exc
     except ConfigurationError as exc:
         raise HTTPError(422, f"newMessage: {exc}") from exc
     except SerializationError as exc:  # the path names the message's part or the delta's key
@@ -306,9 +330,10 @@ async def _run(
         async with runner.run(
             user_id=plan.user_id,
             session_id=plan.session_id,
-            new_message=plan.message,
             state_delta=plan.state_delta,
             run_config=plan.run_config(max_llm_calls),
+            new_message=plan.message,
+            invocation_id=plan.resumes(runner),
         ) as stream:
             live.begin(stream)
             core.register(live)
@@ -320,8 +345,19 @@ async def _run(
         if live.stream is None:
             raise  # the run never began: the request answers with an HTTP error
         logger.info("run %s failed: %r", live.invocation_id, exc)
-        return terminal_frame("error", live.invocation_id, exc)
-    return terminal_frame("cancelled" if cancelled else "done", stream.invocation_id)
+        return terminal_frame("error", live.invocation_id, exc, resumable=_resumable(runner))
+    if cancelled:
+        return terminal_frame("cancelled", stream.invocation_id, resumable=_resumable(runner))
+    waiting = stream.waiting_for if stream.paused else ()
+    return terminal_frame("done", stream.invocation_id, waiting_for=waiting)
+
+
+def resume_refused(exc: ResumeError) -> HTTPError:
+    """The 422 of a resume request naming no open invocation or call: ``detail`` says which
+    (the field at fault first), ``invocationId`` and ``callId`` name them."""
+    field = "invocationId" if exc.call_id is None else "newMessage"
+    names = {"invocationId": exc.invocation_id, "callId": exc.call_id}
+    return HTTPError(422, f"{field}: {exc}", extra={k: v for k, v in names.items() if v})
 
 
 # -- writing frames to the client ----------------------------------------------------------------

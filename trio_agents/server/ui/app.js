@@ -4,17 +4,25 @@
 // POST). Every committed event becomes a card in the timeline, in the lane of its branch;
 // partial chunks only stream into the chat. The terminal frame (done, cancelled or error) ends
 // the run, and the Cancel button POSTs the cancel route of the invocation in flight.
+//
+// A run that ends on calls only the user can answer (long-running calls, and
+// adk_request_confirmation requests for a tool's approval) leaves them open: they are listed
+// with Approve/Deny or a JSON answer box, and answering one sends its function response with
+// the invocation's id, so the same invocation carries on in the same view. A run of a resumable
+// app that failed or was cancelled offers Resume: the invocation again, without a message.
 "use strict";
 
 const TOKEN_KEY = "trio_agents.token";
+const CONFIRMATION = "adk_request_confirmation";
 const $ = (id) => document.getElementById(id);
 
 const ui = {
   app: $("app"), user: $("user"), session: $("session"), newSession: $("new-session"),
   tokenButton: $("token-button"), tokenForm: $("token-form"), token: $("token"),
   notice: $("notice"), chat: $("chat"), status: $("status"), composer: $("composer"),
-  message: $("message"), send: $("send"), cancel: $("cancel"), state: $("state"),
-  timeline: $("timeline"),
+  message: $("message"), send: $("send"), cancel: $("cancel"), resume: $("resume"),
+  state: $("state"),
+  timeline: $("timeline"), openCalls: $("open-calls"), openList: $("open-list"),
 };
 
 const current = {
@@ -23,6 +31,8 @@ const current = {
   lanes: new Map(), // lane name -> column number
   rows: 1, // the timeline's last used grid row (row 1 holds the lane headers)
   streaming: new Map(), // author + branch -> the chat bubble receiving partial chunks
+  open: new Map(), // call id -> {call, invocationId}: calls waiting for the user's answer
+  resumable: null, // the id of the invocation Resume runs again (it failed or was cancelled)
 };
 
 // -- the API ------------------------------------------------------------------------------------
@@ -113,7 +123,9 @@ function setRunning(running) {
   current.running = running;
   ui.send.disabled = running;
   ui.cancel.disabled = !running || !current.invocationId;
+  ui.resume.hidden = running || !current.resumable;
   for (const control of [ui.app, ui.user, ui.session, ui.newSession]) control.disabled = running;
+  renderOpenCalls();
 }
 
 // -- apps and sessions --------------------------------------------------------------------------
@@ -150,6 +162,8 @@ async function showSession() {
   const session = await getJson(sessionPath());
   session.events.forEach((event, index) => showEvent(event, index + 1));
   ui.state.textContent = pretty(session.state);
+  renderOpenCalls();
+  if (current.open.size) setStatus("paused", waitingText());
 }
 
 async function refreshState() {
@@ -166,6 +180,10 @@ function clearViews() {
   current.lanes.clear();
   current.rows = 1;
   current.streaming.clear();
+  current.open.clear();
+  current.resumable = null;
+  ui.resume.hidden = true;
+  renderOpenCalls();
   setStatus("idle", "idle");
 }
 
@@ -174,28 +192,40 @@ function clearViews() {
 async function send(text) {
   if (current.running || !text.trim()) return;
   if (!ui.session.value) await newSession();
+  const message = { role: "user", parts: [{ text }] };
   showUserTurn(text);
-  current.invocationId = null;
+  await run(message, null);
+}
+
+// Run `message` (resuming `invocationId` when given; no message: run it again from where it
+// stopped) to its terminal frame; false if the request failed.
+async function run(message, invocationId) {
+  current.invocationId = invocationId;
+  current.resumable = null;
   setRunning(true);
-  setStatus("running", "running…");
+  setStatus("running", invocationId ? `resuming invocation ${invocationId}…` : "running…");
   try {
-    await stream(text);
+    await stream(message, invocationId);
+    return true;
   } catch (error) {
     setStatus("error", `error: ${error.message}`);
+    return false;
   } finally {
     setRunning(false);
     await refreshState().catch(() => {});
   }
 }
 
-async function stream(text) {
-  const response = await api("POST", "/run_sse", {
+async function stream(message, invocationId) {
+  const body = {
     appName: ui.app.value,
     userId: ui.user.value,
     sessionId: ui.session.value,
-    newMessage: { role: "user", parts: [{ text }] },
     streaming: true,
-  });
+  };
+  if (message) body.newMessage = message;
+  if (invocationId) body.invocationId = invocationId;
+  const response = await api("POST", "/run_sse", body);
   for await (const frame of sseFrames(response)) {
     if (frame.event !== "message") return showTerminal(frame.event, frame.data);
     onEvent(frame.data, frame.id);
@@ -213,6 +243,13 @@ function onEvent(event, seq) {
   else showEvent(event, seq);
 }
 
+async function resumeRun() {
+  const invocationId = current.resumable;
+  if (current.running || !invocationId) return;
+  showUserTurn(`resume ${invocationId}`);
+  await run(null, invocationId);
+}
+
 async function cancelRun() {
   if (!current.invocationId) return;
   ui.cancel.disabled = true;
@@ -227,9 +264,12 @@ async function cancelRun() {
 
 function showTerminal(kind, data) {
   const error = data.error ? `: ${data.error}` : "";
-  setStatus(kind, `${kind}${error}`);
-  const row = el("div", `terminal ${kind}`, `■ ${kind}${error}`);
+  const paused = kind === "done" && (data.paused || current.open.size > 0);
+  if (paused) setStatus("paused", waitingText());
+  else setStatus(kind, `${kind}${error}`);
+  const row = el("div", `terminal ${paused ? "paused" : kind}`, `■ ${paused ? "paused" : kind}${error}`);
   placeRow(row);
+  if (data.resumable) current.resumable = data.invocationId;
   for (const bubble of current.streaming.values()) bubble.classList.remove("live");
   current.streaming.clear();
 }
@@ -237,6 +277,7 @@ function showTerminal(kind, data) {
 // -- the chat -----------------------------------------------------------------------------------
 
 function showUserTurn(text) {
+  if (!text) return;
   ui.chat.append(bubble("user", "you", text));
   const row = el("div", "turn", `user: ${short(text)}`);
   placeRow(row);
@@ -288,11 +329,18 @@ const scrollDown = () => ui.chat.scrollTo({ top: ui.chat.scrollHeight });
 const partsOf = (event) => (event.content && event.content.parts) || [];
 const textOf = (event) => partsOf(event).map((part) => part.text || "").join("");
 
+const callText = (call) => `${call.name}(${JSON.stringify(call.args || {})})`;
+
 function callLines(event) {
   const lines = [];
   for (const part of partsOf(event)) {
-    if (part.functionCall) {
-      lines.push(`call ${part.functionCall.name}(${JSON.stringify(part.functionCall.args || {})})`);
+    const call = part.functionCall;
+    if (call && call.name === CONFIRMATION) {
+      const original = (call.args && call.args.originalFunctionCall) || {};
+      lines.push(`asks you to confirm ${callText(original)}`);
+    } else if (call) {
+      const waits = (event.longRunningToolIds || []).includes(call.id) ? " (waits for you)" : "";
+      lines.push(`call ${callText(call)}${waits}`);
     }
     if (part.functionResponse) {
       const answer = JSON.stringify(part.functionResponse.response);
@@ -312,14 +360,17 @@ function summaryOf(event) {
   const lines = callLines(event);
   if (lines.length) return short(lines.join("; "));
   if (text) return short(text);
-  if (event.actions && event.actions.escalate) return "escalate";
+  const actions = event.actions || {};
+  if (actions.escalate) return "escalate";
+  if (actions.endOfAgent) return "checkpoint: end of agent";
+  if (actions.agentState) return `checkpoint: ${short(JSON.stringify(actions.agentState))}`;
   return "(no content)";
 }
 
 function showEvent(event, seq) {
+  trackCalls(event);
   if (event.author === "user") {
-    ui.chat.append(bubble("user", "you", textOf(event)));
-    placeRow(el("div", "turn", `user: ${short(textOf(event))}`));
+    showUserTurn(textOf(event) || callLines(event).join("\n"));
     return;
   }
   chatEvent(event);
@@ -376,6 +427,126 @@ function placeRow(node) {
   ui.timeline.parentElement.scrollTo({ top: ui.timeline.scrollHeight });
 }
 
+// -- calls waiting for the user --------------------------------------------------------------
+
+const isConfirmation = (call) => call.name === CONFIRMATION;
+
+// Open the calls `event` leaves to the user; close those a user's function response answers.
+function trackCalls(event) {
+  const waiting = event.longRunningToolIds || [];
+  for (const part of partsOf(event)) {
+    const call = part.functionCall;
+    if (call && call.id && (waiting.includes(call.id) || isConfirmation(call))) {
+      current.open.set(call.id, { call, invocationId: event.invocationId });
+    }
+    const answer = part.functionResponse;
+    if (answer && event.author === "user") current.open.delete(answer.id);
+  }
+}
+
+function waitingText() {
+  const names = [...current.open.values()].map(({ call }) =>
+    isConfirmation(call) ? `approval of ${(call.args.originalFunctionCall || {}).name}` : call.name);
+  return `paused: waiting for ${names.join(", ")}`;
+}
+
+function renderOpenCalls() {
+  const entries = [...current.open.values()];
+  ui.openCalls.hidden = current.running || !entries.length;
+  ui.openList.replaceChildren(...entries.map(openCallCard));
+}
+
+function openCallCard(entry) {
+  const { call } = entry;
+  const item = el("li", "open-call");
+  Object.assign(item.dataset, {
+    callId: call.id, name: call.name, kind: isConfirmation(call) ? "confirmation" : "long-running",
+  });
+  const problem = el("div", "problem");
+  problem.hidden = true;
+  if (isConfirmation(call)) {
+    const args = call.args || {};
+    const original = args.originalFunctionCall || {};
+    const hint = (args.toolConfirmation && args.toolConfirmation.hint) || `Run ${original.name}?`;
+    const payload = jsonBox("payload", "optional JSON payload sent with your answer");
+    const approve = button("approve", "Approve", () => confirmCall(entry, true, payload, problem));
+    const deny = button("deny", "Deny", () => confirmCall(entry, false, payload, problem));
+    item.append(el("div", "hint", hint), el("code", "original", callText(original)), payload,
+      buttons(approve, deny), problem);
+  } else {
+    const box = jsonBox("answer-json", 'the answer as JSON, e.g. {"status": "approved"}');
+    const send = button("answer", "Answer", () => answerCall(entry, box, problem));
+    item.append(el("div", "hint", `${call.name} waits for your answer`),
+      el("code", "call", callText(call)), box, buttons(send), problem);
+  }
+  return item;
+}
+
+function jsonBox(className, placeholder) {
+  const box = el("textarea", className);
+  Object.assign(box, { rows: 2, placeholder, spellcheck: false });
+  return box;
+}
+
+function button(className, label, onClick) {
+  const node = el("button", className, label);
+  node.type = "button";
+  node.addEventListener("click", guarded(onClick));
+  return node;
+}
+
+function buttons(...nodes) {
+  const row = el("div", "buttons");
+  row.append(...nodes);
+  return row;
+}
+
+// The JSON in `box`: null when empty, undefined (and the problem shown) when it is not JSON.
+function readJson(box, problem) {
+  const text = box.value.trim();
+  problem.hidden = true;
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    problem.textContent = `not JSON: ${error.message}`;
+    problem.hidden = false;
+    return undefined;
+  }
+}
+
+async function confirmCall(entry, confirmed, box, problem) {
+  const payload = readJson(box, problem);
+  if (payload === undefined) return;
+  const response = payload === null ? { confirmed } : { confirmed, payload };
+  await answer(entry, response);
+}
+
+async function answerCall(entry, box, problem) {
+  const value = readJson(box, problem);
+  if (value === undefined) return;
+  if (value === null) {
+    problem.textContent = "type the answer (JSON) first";
+    problem.hidden = false;
+    return;
+  }
+  const isObject = typeof value === "object" && !Array.isArray(value);
+  await answer(entry, isObject ? value : { result: value });
+}
+
+// Send the function response answering `entry`'s call, resuming its invocation.
+async function answer(entry, response) {
+  if (current.running) return;
+  const { call, invocationId } = entry;
+  const part = { functionResponse: { id: call.id, name: call.name, response } };
+  current.open.delete(call.id);
+  showUserTurn(`${call.name} → ${JSON.stringify(response)}`);
+  if (!(await run({ role: "user", parts: [part] }, invocationId))) {
+    current.open.set(call.id, entry); // refused: the call is still open
+    renderOpenCalls();
+  }
+}
+
 // -- the bearer token ---------------------------------------------------------------------------
 
 function askForToken() {
@@ -423,6 +594,7 @@ ui.message.addEventListener("keydown", (event) => {
   ui.composer.requestSubmit();
 });
 ui.cancel.addEventListener("click", guarded(cancelRun));
+ui.resume.addEventListener("click", guarded(resumeRun));
 ui.tokenButton.addEventListener("click", () => { ui.tokenForm.hidden = !ui.tokenForm.hidden; });
 ui.tokenForm.addEventListener("submit", useToken);
 
