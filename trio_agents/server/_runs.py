@@ -109,7 +109,7 @@ class RunPlan:
 
 
 def _resumable(runner: Runner) -> bool:
-    return runner.app is not None and runner.app.is_resumable
+    return runner.resumable
 
 
 def parse_run(data: Any, *, default_app: str | None, sse: bool) -> RunPlan:
