@@ -156,7 +156,7 @@ async def _timed_read(service: SessionService, config: GetSessionConfig | None) 
 def _row(store: str, mode: str, n: int, times: list[float], **extra: Any) -> dict[str, Any]:
     return {
         "impl": "trio_agents",
-        "store": store.partition(":")[0],
+        "store": {"pg": "postgresql"}.get(kind := store.partition(":")[0], kind),
         "mode": mode,
         "history": n,
         "resume_ms": summary([t * 1000 for t in times]),
