@@ -61,7 +61,9 @@ class Clerk(BaseLlm):
             yield _text("approved")
             return
         call = types.FunctionCall(name="approve", args={"amount": 5})
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+        yield LlmResponse(
+            content=types.Content(role="model", parts=[types.Part(function_call=call)])
+        )
 
 
 class Done(BaseLlm):
@@ -112,7 +114,9 @@ async def pause(runner: Runner, session_id: str) -> tuple[str, types.Content]:
     return events[0].invocation_id, answer
 
 
-async def resume(runner: Runner, session_id: str, invocation_id: str, answer: types.Content) -> float:
+async def resume(
+    runner: Runner, session_id: str, invocation_id: str, answer: types.Content
+) -> float:
     """The timed resume, checked: seconds from the call to the end of the run."""
     started = time.perf_counter()
     events = [

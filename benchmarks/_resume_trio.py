@@ -172,11 +172,15 @@ async def _fill(service: SessionService, n: int) -> None:
 
 async def measure(store: str, n: int, reps: int, emit: Callable[[dict[str, Any]], None]) -> None:
     if store == "memory":
-        service = InMemorySessionService()
-        await _fill(service, n)
-        runner = Runner(app=app(), session_service=service)
+        memory = InMemorySessionService()
+        await _fill(memory, n)
+        runner = Runner(app=app(), session_service=memory)
         await resume(runner, *await pause(runner))  # warm-up
-        emit(_row(store, "warm", n, [await resume(runner, *await pause(runner)) for _ in range(reps)]))
+        emit(
+            _row(
+                store, "warm", n, [await resume(runner, *await pause(runner)) for _ in range(reps)]
+            )
+        )
         return
     async with open_store(store, durable=False) as writer:
         await _fill(writer, n)
@@ -196,7 +200,10 @@ async def measure(store: str, n: int, reps: int, emit: Callable[[dict[str, Any]]
                 await resume(Runner(app=app(), session_service=fresh), *paused)
         reads: dict[str, list[float]] = {"full": [], "last50": []}
         for _ in range(reps):
-            for name, config in (("full", None), ("last50", GetSessionConfig(num_recent_events=50))):
+            for name, config in (
+                ("full", None),
+                ("last50", GetSessionConfig(num_recent_events=50)),
+            ):
                 async with open_store(store) as fresh:
                     reads[name].append(await _timed_read(fresh, config) * 1000)
         session = await service.get_session(**KEY)

@@ -80,14 +80,22 @@ def _ms(summary: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table: one line per (implementation, store, mode)."""
-    adk = {(r["store"], r["mode"]): r["resume_ms"]["median"] for r in rows if r["impl"] != "trio_agents"}
+    adk = {
+        (r["store"], r["mode"]): r["resume_ms"]["median"]
+        for r in rows
+        if r["impl"] != "trio_agents"
+    }
     lines = [
         "| impl | store | mode | history | resume ms, median (min–max) | × google-adk |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
         theirs = adk.get((r["store"], r["mode"]))
-        ratio = "" if theirs is None or r["impl"] != "trio_agents" else f"{r['resume_ms']['median'] / theirs:.3f}"
+        ratio = (
+            ""
+            if theirs is None or r["impl"] != "trio_agents"
+            else f"{r['resume_ms']['median'] / theirs:.3f}"
+        )
         lines.append(
             f"| {r['impl']} | {r['store']} | {r['mode']} | {r['history']} | "
             f"{_ms(r['resume_ms'])} | {ratio} |"

@@ -12,7 +12,8 @@ fsynced) before it returns.
     long-running call (by its author's name), or resumes without a message when none is open;
     print ``event <id>`` per event and ``finished`` at the end. ``--die-in-tool K``: the K-th
     tool execution of this process logs, then SIGKILLs its own process. ``--hold``: the first
-    tool execution prints ``held`` and waits for standard input to close.
+    tool execution prints ``held`` and waits for standard input to close. ``--die-before
+    TOOL`` (any mode): SIGKILL the process when that tool is about to run.
 ``try``: resume ``INVOCATION`` once without a message; print ``busy`` on ``SessionBusyError``,
     else ``ran``.
 
@@ -56,15 +57,29 @@ KEY: dict[str, Any] = {"app_name": "shop", "user_id": "u", "session_id": "s"}
 class ToolLog:
     """Appends one line per tool execution to a file, durably, before the tool returns."""
 
-    def __init__(self, path: str, attempt: int, die_in_tool: int = 0, hold: bool = False):
+    def __init__(
+        self,
+        path: str,
+        attempt: int,
+        die_in_tool: int = 0,
+        hold: bool = False,
+        die_before: str | None = None,
+    ):
         self.path = path
         self.attempt = attempt
         self.die_in_tool = die_in_tool
         self.hold = hold
+        self.die_before = die_before
         self.executions = 0
 
+    def before_tool(self, tool: Any, args: dict[str, Any], tool_context: ToolContext) -> None:
+        """Kill this process when the tool ``die_before`` names is about to run (its call is
+        committed, the tool has not run)."""
+        if tool.name == self.die_before:
+            os.kill(os.getpid(), signal.SIGKILL)
+
     async def record(self, tool: str, call_id: str | None) -> None:
-        with open(self.path, "a") as log:  # noqa: ASYNC230 (a line, fsynced: the point)
+        with open(self.path, "a") as log:  # ruff: ignore[blocking-open-call-in-async-function]
             log.write(f"{self.attempt} {tool} {call_id}\n")
             log.flush()
             os.fsync(log.fileno())
@@ -126,7 +141,12 @@ def build_app(log: ToolLog) -> App:
     tools = [FunctionTool(lookup), LongRunningFunctionTool(approve)]
 
     def agent(name: str) -> LlmAgent:
-        return LlmAgent(name=name, model=ScriptedModel(approver(name)), tools=list(tools))
+        return LlmAgent(
+            name=name,
+            model=ScriptedModel(approver(name)),
+            tools=list(tools),
+            before_tool_callback=log.before_tool,
+        )
 
     root = SequentialAgent(
         name="flow",
@@ -159,7 +179,9 @@ def open_answer(events: list[Event], invocation_id: str) -> Content | None:
         return None
     _, call = min(open_calls, key=lambda found: found[0])
     response = {"approved": int(call.args["amount"]) < 100}
-    return Content(role="user", parts=[Part.from_function_response(call.name, response, id=call.id)])
+    return Content(
+        role="user", parts=[Part.from_function_response(call.name, response, id=call.id)]
+    )
 
 
 async def run_once(
@@ -213,7 +235,7 @@ def _print_event(event: Event) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    log = ToolLog(args.log, args.attempt, args.die_in_tool, args.hold)
+    log = ToolLog(args.log, args.attempt, args.die_in_tool, args.hold, args.die_before)
     async with open_store(args.store) as service:
         runner = Runner(app=build_app(log), session_service=service)
         if args.mode == "start":
@@ -242,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("invocation", nargs="?")
     parser.add_argument("--die-in-tool", type=int, default=0)
     parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--die-before")
     return parser
 
 
