@@ -217,14 +217,16 @@ class Case:
     async def start(self) -> None:
         """Attempt 0 runs until the pause is stored; then it is killed."""
         worker = Worker(self.store, self.log, "start", 0)
+        printed = set()
         try:
             while (words := await worker.line())[:1] != ["paused"]:
                 assert words, "the starting worker ended before it paused"
+                printed.add(words[1])
             self.invocation = words[1]
             worker.proc.send_signal(signal.SIGKILL)
         finally:
             assert await worker.reap() == -signal.SIGKILL
-        await self.snapshot()
+        await self.snapshot(printed)
 
     async def resume(self, attempt: int, *, kill: bool) -> bool:
         """One resuming process, killed at a random point if ``kill``; whether it finished."""
@@ -235,14 +237,14 @@ class Case:
         elif kill:
             after_events = self.rng.randint(1, 12)
         worker = Worker(self.store, self.log, "drive", attempt, *extra)
-        finished, seen = False, 0
+        finished, printed = False, set()
         try:
             while words := await worker.line():
                 if words == ["finished"]:
                     finished = True
                     break
-                seen += 1
-                if seen == after_events:
+                printed.add(words[1])
+                if len(printed) == after_events:
                     await trio.sleep(self.rng.uniform(0, 0.01))  # lands anywhere after it
                     worker.proc.send_signal(signal.SIGKILL)
                     break
@@ -250,11 +252,14 @@ class Case:
             status = await worker.reap()
         assert finished or status == -signal.SIGKILL, f"attempt {attempt} failed ({status})"
         await self.store.settle()
-        await self.snapshot()
+        await self.snapshot(printed)
         return finished
 
-    async def snapshot(self) -> None:
+    async def snapshot(self, printed: set[str]) -> None:
+        """Read the store after a process ended: what its consumer received was committed, and
+        what was committed before is still there, in order."""
         events = await self.store.events()
+        assert printed <= {e.id for e in events}, "an event the consumer received is not stored"
         if self.snapshots:
             before = self.snapshots[-1]
             assert events[: len(before)] == before, "a committed event was lost or moved"
@@ -287,10 +292,9 @@ def check_final(final: list[Event], reference: list[Event], invocation: str) -> 
     assert len(answers) == len(set(answers)) == 3, "an answer was stored twice (or missing)"
 
 
-@pytest.mark.parametrize("seed", range(2))
-async def test_sigkill_after_the_pause_and_during_the_resumed_part_loses_and_repeats_nothing(
-    store: Store, tmp_path: Path, seed: int
-) -> None:
+async def crash_and_resume(store: Store, tmp_path: Path, seed: int, kills: int) -> None:
+    """Start, kill after the pause, resume ``kills`` times killed at random, resume to the end;
+    then check everything the module's docstring lists."""
     reference = await uninterrupted(tmp_path)
     case = Case(store, tmp_path / "tools.log", random.Random(seed))
     await case.start()
@@ -299,14 +303,27 @@ async def test_sigkill_after_the_pause_and_during_the_resumed_part_loses_and_rep
     attempt, finished = 0, False
     while not finished:
         attempt += 1
-        assert attempt <= KILLS + 1
-        finished = await case.resume(attempt, kill=attempt <= KILLS)
-    assert attempt > 1, "no kill landed in the resumed part"
+        assert attempt <= kills + 1
+        finished = await case.resume(attempt, kill=attempt <= kills)
+    assert (attempt > 1) == (kills > 0), "a kill did not land in the resumed part"
     final = case.snapshots[-1]
     for snapshot in case.snapshots:
         assert final[: len(snapshot)] == snapshot
     case.check_tools_ran_once()
     check_final(final, reference, case.invocation)
+
+
+async def test_sigkill_after_the_pause_then_a_new_process_answers_and_finishes(
+    store: Store, tmp_path: Path
+) -> None:
+    await crash_and_resume(store, tmp_path, seed=0, kills=0)
+
+
+@pytest.mark.parametrize("seed", range(2))
+async def test_sigkill_at_random_points_of_the_resumed_part_loses_and_repeats_nothing(
+    store: Store, tmp_path: Path, seed: int
+) -> None:
+    await crash_and_resume(store, tmp_path, seed, kills=KILLS)
 
 
 async def test_two_processes_resuming_one_invocation_one_runs_the_other_is_busy(
