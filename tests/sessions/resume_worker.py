@@ -16,6 +16,8 @@ fsynced) before it returns.
     TOOL`` (any mode): SIGKILL the process when that tool is about to run.
 ``try``: resume ``INVOCATION`` once without a message; print ``busy`` on ``SessionBusyError``,
     else ``ran``.
+``again``: send the answer to the invocation's first approval call once more (a client retrying
+    after a crash); print ``refused`` on ``ResumeError``, else ``ran``.
 
 The app is a sequence of an LLM agent calling an ordinary tool then a long-running approval, a
 parallel pair of such agents, and a last agent calling the ordinary tool. The scripted models
@@ -38,10 +40,12 @@ from trio_agents import (
     App,
     Content,
     Event,
+    FunctionCall,
     LlmAgent,
     ParallelAgent,
     Part,
     ResumabilityConfig,
+    ResumeError,
     Runner,
     SequentialAgent,
     SessionBusyError,
@@ -178,10 +182,35 @@ def open_answer(events: list[Event], invocation_id: str) -> Content | None:
     if not open_calls:
         return None
     _, call = min(open_calls, key=lambda found: found[0])
+    return answer_to(call)
+
+
+def answer_to(call: FunctionCall) -> Content:
+    """The client's answer to an approval call: approved below 100."""
     response = {"approved": int(call.args["amount"]) < 100}
     return Content(
         role="user", parts=[Part.from_function_response(call.name, response, id=call.id)]
     )
+
+
+async def answer_again(runner: Runner, invocation_id: str) -> None:
+    """Send the answer to the invocation's first approval call again, as a client that does
+    not know whether its answer was stored; print ``refused`` or ``ran``."""
+    session = await runner.session_service.get_session(**KEY)
+    assert session is not None
+    call = next(
+        c
+        for e in session.events
+        if e.invocation_id == invocation_id
+        for c in e.get_function_calls()
+        if c.name == "approve"
+    )
+    try:
+        await run_once(runner, answer_to(call), invocation_id, _print_event)
+    except ResumeError:
+        print("refused", flush=True)
+    else:
+        print("ran", flush=True)
 
 
 async def run_once(
@@ -246,6 +275,8 @@ async def main(args: argparse.Namespace) -> None:
         elif args.mode == "drive":
             await drive(runner, args.invocation, _print_event)
             print("finished", flush=True)
+        elif args.mode == "again":
+            await answer_again(runner, args.invocation)
         elif args.mode == "try":
             try:
                 await run_once(runner, None, args.invocation, _print_event)
@@ -257,7 +288,7 @@ async def main(args: argparse.Namespace) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["start", "drive", "try"])
+    parser.add_argument("mode", choices=["start", "drive", "try", "again"])
     parser.add_argument("store")
     parser.add_argument("log")
     parser.add_argument("attempt", type=int)

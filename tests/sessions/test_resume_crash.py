@@ -386,3 +386,47 @@ async def test_a_long_running_call_whose_tool_never_ran_runs_when_resumed(
     finally:
         assert await resumer.reap() == 0
     assert call.id in {c for _, t, c in log_lines(log) if t == "approve"}
+
+
+async def _to_the_end(worker: Worker) -> list[list[str]]:
+    """Every line the worker prints until it ends."""
+    lines = []
+    while words := await worker.line():
+        lines.append(words)
+    return lines
+
+
+def _answers_to(events: list[Event], call_id: str | None) -> int:
+    return sum(
+        r.id == call_id for e in events if e.author == "user" for r in e.get_function_responses()
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an answer sent again after the process that stored it died (the client cannot know "
+    "it was stored) is stored a second time and the run goes on; the call is no longer open, so "
+    "the answer should be refused (ResumeError naming the call, nothing stored) or taken as the "
+    "one already stored",
+)
+async def test_an_answer_sent_again_after_a_crash_is_not_stored_twice(
+    store: Store, tmp_path: Path
+) -> None:
+    case = Case(store, tmp_path / "tools.log", random.Random(0))
+    await case.start()
+    # The answer is stored, the first agent ends, the process dies in the next tool it runs.
+    crashed = Worker(store, case.log, "drive", 1, case.invocation, "--die-in-tool", "1")
+    try:
+        await _to_the_end(crashed)
+    finally:
+        assert await crashed.reap() == -signal.SIGKILL
+    await store.settle()
+    events = await store.events()
+    (call,) = [c for e in events if e.author == "first" for c in e.get_function_calls()][1:]
+    assert call.name == "approve" and _answers_to(events, call.id) == 1
+    retry = Worker(store, case.log, "again", 2, case.invocation)
+    try:
+        assert (await _to_the_end(retry))[-1] in (["refused"], ["ran"])
+    finally:
+        assert await retry.reap() == 0
+    assert _answers_to(await store.events(), call.id) == 1
