@@ -16,13 +16,15 @@ is read again, and at the end:
 - the user's message and each answer are stored once.
 
 Two processes resuming the same invocation at once: one runs it, the other gets
-``SessionBusyError``. The seed of each case is its test id.
+``SessionBusyError``. The seed of each case is its test id; ``RESUME_CRASH_SEEDS=N`` runs N
+seeds per store.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import signal
 import subprocess
@@ -42,6 +44,8 @@ from trio_agents.sessions import InMemorySessionService, PostgresSessionService
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 3
 """Kills during the resumed part per case (the process after the last kill runs to the end)."""
+SEEDS = int(os.environ.get("RESUME_CRASH_SEEDS", "2"))
+"""Seeded cases per store (``RESUME_CRASH_SEEDS=50`` for a longer hunt)."""
 
 _names = itertools.count()
 
@@ -319,7 +323,7 @@ async def test_sigkill_after_the_pause_then_a_new_process_answers_and_finishes(
     await crash_and_resume(store, tmp_path, seed=0, kills=0)
 
 
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", range(SEEDS))
 async def test_sigkill_at_random_points_of_the_resumed_part_loses_and_repeats_nothing(
     store: Store, tmp_path: Path, seed: int
 ) -> None:
