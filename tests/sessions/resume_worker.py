@@ -20,7 +20,8 @@ fsynced) before it returns.
     after a crash); print ``refused`` on ``ResumeError``, else ``ran``.
 
 The app is a sequence of an LLM agent calling an ordinary tool then a long-running approval, a
-parallel pair of such agents, and a last agent calling the ordinary tool. The scripted models
+parallel pair of such agents, and a last agent calling the ordinary tool then a refund tool
+that needs the user's confirmation. The scripted models
 answer from the request alone, so every process makes the same decisions.
 """
 
@@ -55,6 +56,7 @@ from trio_agents.sessions import PostgresSessionService, SessionService, SqliteS
 from trio_agents.testing import ScriptedModel
 from trio_agents.tools import FunctionTool, LongRunningFunctionTool, ToolContext
 
+REQUEST_CONFIRMATION = "adk_request_confirmation"
 KEY: dict[str, Any] = {"app_name": "shop", "user_id": "u", "session_id": "s"}
 
 
@@ -124,10 +126,13 @@ def approver(name: str) -> Callable[[LlmRequest], LlmResponse | str]:
 
 
 def closer(request: LlmRequest) -> LlmResponse | str:
+    """Look the total up, refund it (the refund needs the user's confirmation), report."""
     got = _responses(request)
     if "lookup" not in got:
         return _call("lookup", {"item": "total"})
-    return f"total {got['lookup']['price']}"
+    if "refund" not in got or "error" in got["refund"]:
+        return _call("refund", {"amount": got["lookup"]["price"]})
+    return f"total {got['lookup']['price']}, refunded {got['refund']['refunded']}"
 
 
 def build_app(log: ToolLog) -> App:
@@ -142,7 +147,13 @@ def build_app(log: ToolLog) -> App:
         """Ask a human to approve a payment."""
         await log.record("approve", tool_context.function_call_id)
 
+    async def refund(amount: int, tool_context: ToolContext) -> dict[str, Any]:
+        """Refund an amount (runs once the user confirmed it)."""
+        await log.record("refund", tool_context.function_call_id)
+        return {"refunded": amount}
+
     tools = [FunctionTool(lookup), LongRunningFunctionTool(approve)]
+    last_tools = [FunctionTool(lookup), FunctionTool(refund, require_confirmation=True)]
 
     def agent(name: str) -> LlmAgent:
         return LlmAgent(
@@ -157,7 +168,12 @@ def build_app(log: ToolLog) -> App:
         sub_agents=[
             agent("first"),
             ParallelAgent(name="par", sub_agents=[agent("left"), agent("right")]),
-            LlmAgent(name="last", model=ScriptedModel(closer), tools=[FunctionTool(lookup)]),
+            LlmAgent(
+                name="last",
+                model=ScriptedModel(closer),
+                tools=last_tools,
+                before_tool_callback=log.before_tool,
+            ),
         ],
     )
     return App("shop", root, resumability_config=ResumabilityConfig(is_resumable=True))
@@ -186,8 +202,12 @@ def open_answer(events: list[Event], invocation_id: str) -> Content | None:
 
 
 def answer_to(call: FunctionCall) -> Content:
-    """The client's answer to an approval call: approved below 100."""
-    response = {"approved": int(call.args["amount"]) < 100}
+    """The client's answer: a confirmation request is confirmed, an approval call is approved
+    below 100."""
+    if call.name == REQUEST_CONFIRMATION:
+        response: dict[str, Any] = {"confirmed": True}
+    else:
+        response = {"approved": int(call.args["amount"]) < 100}
     return Content(
         role="user", parts=[Part.from_function_response(call.name, response, id=call.id)]
     )

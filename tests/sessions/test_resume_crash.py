@@ -1,16 +1,18 @@
 """Resuming across processes that die: real workers SIGKILLed on SQLite and PostgreSQL.
 
 A worker (``tests/sessions/resume_worker.py``) runs a resumable app (an LLM agent calling an
-ordinary tool then a long-running approval, a parallel pair of such agents, a last agent) on a
-durable store; every tool execution appends a fsynced line to a log. A first process starts the
-invocation and is killed once it reports the pause is stored; then new processes resume it with
+ordinary tool then a long-running approval, a parallel pair of such agents, a last agent calling
+the ordinary tool then a refund that needs the user's confirmation) on a durable store; every
+tool execution appends a fsynced line to a log. A first process starts the invocation and is
+killed once it reports the pause is stored; then new processes resume it with
 ``run(invocation_id=...)`` and are killed at seeded random points (after a number of received
 events, or from inside the k-th tool execution) until one finishes. After every kill the store
 is read again, and at the end:
 
 - every event committed before a kill is still there, in order (the final history starts with it);
 - no tool whose result was committed ran again (the log, by process, against the results stored
-  at each kill), and no long-running call ran twice;
+  at each kill; a confirmed call's provisional response is no result), and no long-running call
+  ran twice;
 - the final history equals an uninterrupted run's, ids and timestamps dropped, the runtime's
   closing responses dropped, parallel branches compared branch by branch;
 - the user's message and each answer are stored once.
@@ -152,6 +154,9 @@ def shape(event: Event) -> dict[str, Any]:
     for key in ("invocationId", "timestamp"):
         data.pop(key)
     data["longRunningToolIds"] = len(data.get("longRunningToolIds", ()))
+    confirmations = data["actions"].get("requestedToolConfirmations")
+    if confirmations:  # keyed by call id: the requests alone
+        data["actions"]["requestedToolConfirmations"] = list(confirmations.values())
     shaped: dict[str, Any] = _without_ids(data)
     return shaped
 
@@ -172,13 +177,16 @@ def by_branch(events: list[Event]) -> dict[str | None, list[dict[str, Any]]]:
 
 
 def tool_results(events: list[Event]) -> set[str]:
-    """Call ids with a committed tool result (the runtime's closing responses are none)."""
+    """Call ids with a committed tool result: the runtime's closing responses are none, nor is
+    the provisional response of a call that waits for the user's confirmation."""
     return {
         r.id
         for e in events
         if e.author != "user"
         for r in e.get_function_responses()
-        if r.id and not is_closing_response(r)
+        if r.id
+        and not is_closing_response(r)
+        and r.id not in e.actions.requested_tool_confirmations
     }
 
 
@@ -293,7 +301,7 @@ def check_final(final: list[Event], reference: list[Event], invocation: str) -> 
     openings = [e for e in final if e.author == "user" and e.content and e.text == "go"]
     assert len(openings) == 1, "the user message was stored more than once"
     answers = [r.id for e in final if e.author == "user" for r in e.get_function_responses()]
-    assert len(answers) == len(set(answers)) == 3, "an answer was stored twice (or missing)"
+    assert len(answers) == len(set(answers)) == 4, "an answer was stored twice (or missing)"
 
 
 async def crash_and_resume(store: Store, tmp_path: Path, seed: int, kills: int) -> None:
@@ -356,7 +364,7 @@ async def test_two_processes_resuming_one_invocation_one_runs_the_other_is_busy(
     assert final[: len(case.snapshots[0])] == case.snapshots[0]
     check_final(final, reference, case.invocation)
     calls = [c for _, _, c in log_lines(case.log)]
-    assert len(calls) == len(set(calls)) == 7  # every tool call ran once, all by one process
+    assert len(calls) == len(set(calls)) == 8  # every tool call ran once, all by one process
     assert {a for a, _, _ in log_lines(case.log)} == {0, 1}
 
 
