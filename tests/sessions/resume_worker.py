@@ -150,7 +150,11 @@ def build_app(log: ToolLog) -> App:
     async def refund(amount: int, tool_context: ToolContext) -> dict[str, Any]:
         """Refund an amount (runs once the user confirmed it)."""
         await log.record("refund", tool_context.function_call_id)
-        return {"refunded": amount}
+        confirmation = tool_context.tool_confirmation
+        return {
+            "refunded": amount,
+            "confirmed": confirmation is not None and confirmation.confirmed,
+        }
 
     tools = [FunctionTool(lookup), LongRunningFunctionTool(approve)]
     last_tools = [FunctionTool(lookup), FunctionTool(refund, require_confirmation=True)]

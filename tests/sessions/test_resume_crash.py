@@ -240,12 +240,13 @@ class Case:
             assert await worker.reap() == -signal.SIGKILL
         await self.snapshot(printed)
 
-    async def resume(self, attempt: int, *, kill: bool) -> bool:
-        """One resuming process, killed at a random point if ``kill``; whether it finished."""
+    async def resume(self, attempt: int, *, kill: bool, die_in_tool: int = 0) -> bool:
+        """One resuming process, killed at a random point if ``kill`` (inside its
+        ``die_in_tool``-th tool execution if given); whether it finished."""
         extra: list[str] = [self.invocation]
         after_events = None
-        if kill and self.rng.random() < 0.5:
-            extra += ["--die-in-tool", str(self.rng.randint(1, 4))]
+        if kill and (die_in_tool or self.rng.random() < 0.5):
+            extra += ["--die-in-tool", str(die_in_tool or self.rng.randint(1, 6))]
         elif kill:
             after_events = self.rng.randint(1, 12)
         worker = Worker(self.store, self.log, "drive", attempt, *extra)
@@ -323,6 +324,25 @@ async def crash_and_resume(store: Store, tmp_path: Path, seed: int, kills: int) 
         assert final[: len(snapshot)] == snapshot
     case.check_tools_ran_once()
     check_final(final, reference, case.invocation)
+
+
+async def test_a_confirmed_call_killed_inside_its_tool_runs_again_then_never_after(
+    store: Store, tmp_path: Path
+) -> None:
+    """The resumed part runs six tools; the sixth is the refund, confirmed before it runs."""
+    reference = await uninterrupted(tmp_path)
+    case = Case(store, tmp_path / "tools.log", random.Random(0))
+    await case.start()
+    assert not await case.resume(1, kill=True, die_in_tool=6)
+    assert [t for _, t, _ in log_lines(case.log)][-1] == "refund"
+    assert await case.resume(2, kill=False)
+    refunds = [(a, c) for a, t, c in log_lines(case.log) if t == "refund"]
+    assert [a for a, _ in refunds] == [1, 2] and refunds[0][1] == refunds[1][1]
+    case.check_tools_ran_once()
+    final = case.snapshots[-1]
+    check_final(final, reference, case.invocation)
+    results = [dict(r.response) for e in final for r in e.get_function_responses()]
+    assert {"refunded": 50, "confirmed": True} in results  # it ran again with its confirmation
 
 
 async def test_sigkill_after_the_pause_then_a_new_process_answers_and_finishes(
