@@ -123,12 +123,15 @@ class Worker:
         )
 
     async def line(self) -> list[str]:
-        """The next line's words ([] once the process has ended)."""
+        """The next line's words ([] once the process has ended); a worker silent for a minute
+        fails the test (and is killed by :meth:`reap`)."""
         assert self.proc.stdout is not None
-        return (await trio.to_thread.run_sync(self.proc.stdout.readline)).split()
+        with trio.fail_after(60):
+            text = await trio.to_thread.run_sync(self.proc.stdout.readline, abandon_on_cancel=True)
+        return text.split()
 
     async def reap(self) -> int:
-        """Wait for the process to end; its exit status."""
+        """Kill the process if it still runs and wait for it; its exit status."""
         self.proc.kill()
         status = await trio.to_thread.run_sync(self.proc.wait)
         for stream in (self.proc.stdin, self.proc.stdout):
