@@ -299,9 +299,19 @@ class Case:
         assert set(committed_by) <= {c for _, _, c in lines}
 
 
+def same_as(final: list[Event], reference: list[Event]) -> None:
+    """``final`` equals ``reference`` branch by branch; a difference names its first event."""
+    got, want = by_branch(final), by_branch(reference)
+    assert got.keys() == want.keys()
+    for branch, events in want.items():
+        for index, (mine, theirs) in enumerate(zip(got[branch], events, strict=False)):
+            assert mine == theirs, f"branch {branch}, event {index}:\n{mine}\n!=\n{theirs}"
+        assert len(got[branch]) == len(events), f"branch {branch}: {got[branch][len(events) :]}"
+
+
 def check_final(final: list[Event], reference: list[Event], invocation: str) -> None:
     assert {e.invocation_id for e in final} == {invocation}
-    assert by_branch(final) == by_branch(reference)
+    same_as(final, reference)
     openings = [e for e in final if e.author == "user" and e.content and e.text == "go"]
     assert len(openings) == 1, "the user message was stored more than once"
     answers = [r.id for e in final if e.author == "user" for r in e.get_function_responses()]
