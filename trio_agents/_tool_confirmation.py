@@ -111,12 +111,18 @@ def check_confirmation_answers(message: Content, events: Sequence[Event]) -> Non
         return
     requests: set[str] = set()
     answered: set[str] = set()
-    for event in events:
-        for call in event.get_function_calls():
-            if call.id in answers and call.name == REQUEST_CONFIRMATION:
-                requests.add(call.id)
+    found: set[str] = set()
+    for index in range(len(events) - 1, -1, -1):  # newest first: a call precedes its answers
+        event = events[index]
         if event.author == "user":
             answered.update(str(r.id) for r in event.get_function_responses() if r.id in answers)
+        for call in event.get_function_calls():
+            if call.id in answers:
+                found.add(call.id)
+                if call.name == REQUEST_CONFIRMATION:
+                    requests.add(call.id)
+        if len(found) == len(answers):
+            break
     for call_id, response in answers.items():
         if call_id not in requests and response.name != REQUEST_CONFIRMATION:
             continue

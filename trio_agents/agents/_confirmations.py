@@ -113,6 +113,7 @@ def _scan(
     originals: dict[str, FunctionCall] = {}
     rerun: set[str] = set()
     answered_here = False
+    calls_seen: set[str] = set()
     for event in reversed(events):
         responses = event.get_function_responses()
         if event.author == "user" and any(r.id in answers for r in responses):
@@ -122,14 +123,16 @@ def _scan(
         for call in event.get_function_calls():
             if call.id is None:
                 continue
+            if call.id in answers:
+                calls_seen.add(call.id)
             if call.name != REQUEST_CONFIRMATION:
                 originals.setdefault(call.id, call)
             elif call.id in answers and event.author == agent.name:
                 original = call.args.get("originalFunctionCall")
                 if isinstance(original, dict) and isinstance(original.get("id"), str):
                     requests[call.id] = original["id"]
-        if len(requests) == len(answers) and all(i in originals for i in requests.values()):
-            break
+        if len(calls_seen) == len(answers) and all(i in originals for i in requests.values()):
+            break  # every answered call found, and the original of every request
     return requests, originals, rerun
 
 
