@@ -9,6 +9,9 @@ from hypothesis import given, settings, strategies as st
 from trio_agents.server._live import Frame, terminal_frame
 from trio_agents.server._runs import MAX_BATCH, pump
 
+HOPS = 3
+"""Scheduler rounds the producer takes per frame (a run's event passes through a few tasks)."""
+
 
 def _frames(count: int) -> list[Frame]:
     return [Frame("event", f'{{"n":{n}}}', n + 1) for n in range(count)]
@@ -38,6 +41,8 @@ async def _pumped(
             for pause, frame in produce:
                 if pause:
                     await trio.sleep(pause)
+                for _ in range(HOPS):
+                    await trio.lowlevel.checkpoint()
                 await send.send(frame)
 
     async with trio.open_nursery() as nursery:
@@ -50,7 +55,7 @@ async def test_a_burst_of_frames_goes_out_in_fewer_writes_and_in_order() -> None
     frames = [*_frames(20), terminal_frame("done", "inv")]
     writes = await _pumped([(0.0, frame) for frame in frames])
     assert [frame for batch in writes for frame in batch] == frames
-    assert len(writes) < len(frames)
+    assert len(writes) <= len(frames) // 4
     assert all(0 < len(batch) <= MAX_BATCH for batch in writes)
 
 
