@@ -20,7 +20,12 @@ import trio
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["LEASES_PER_CONNECTION", "SPARE_CONNECTIONS", "SharedLockConnections"]
+__all__ = [
+    "LEASES_PER_CONNECTION",
+    "SPARE_CONNECTIONS",
+    "SharedLockConnections",
+    "open_lock_connection",
+]
 
 T = TypeVar("T")
 
@@ -75,7 +80,7 @@ class SharedLockConnections:
                 shared.holders += 1
                 await trio.lowlevel.checkpoint()
                 return shared
-        shared = LockConnection(await self._new(session_id))
+        shared = LockConnection(await open_lock_connection(self._connect, session_id))
         shared.holders += 1
         self._open.append(shared)
         return shared
@@ -98,14 +103,20 @@ class SharedLockConnections:
         for shared in connections:
             await trio.to_thread.run_sync(shared.conn.close)
 
-    async def _new(self, session_id: str) -> Any:
-        import psycopg
 
-        try:
-            return await trio.to_thread.run_sync(self._connect)
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(
-                f"Session {session_id}: the database refused another connection for the "
-                f"run's lock ({str(exc).strip()}); retry shortly",
-                session_id=session_id,
-            ) from exc
+async def open_lock_connection(connect: Callable[[], Any], session_id: str) -> Any:
+    """``connect()`` in a worker thread, for the lock of a run of ``session_id``.
+
+    Raises:
+        StoreUnavailableError: the database refused another connection.
+    """
+    import psycopg
+
+    try:
+        return await trio.to_thread.run_sync(connect)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(
+            f"Session {session_id}: the database refused another connection for the "
+            f"run's lock ({str(exc).strip()}); retry shortly",
+            session_id=session_id,
+        ) from exc

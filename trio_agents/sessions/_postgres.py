@@ -46,7 +46,7 @@ from ._event_cache import (
     Fresh,
     read_fresh,
 )
-from ._pg_locks import SharedLockConnections
+from ._pg_locks import SharedLockConnections, open_lock_connection
 from ._sql import Job, Scopes, SqlSessionService
 
 try:
@@ -343,7 +343,7 @@ class PostgresSessionService(SqlSessionService):
         Raises:
             StoreUnavailableError: the server refused another connection.
         """
-        conn = await self._connect_for_lock(session_id)
+        conn = await open_lock_connection(self._connect, session_id)
         try:
             yield conn
         finally:
@@ -353,16 +353,6 @@ class PostgresSessionService(SqlSessionService):
     def _connect(self) -> Any:
         """An autocommit connection (for locks: no transaction ever stays open on it)."""
         return psycopg.connect(self.dsn, autocommit=True)
-
-    async def _connect_for_lock(self, session_id: str) -> Any:
-        try:
-            return await trio.to_thread.run_sync(self._connect)
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(
-                f"Session {session_id}: the database refused another connection for the "
-                f"run's lock ({str(exc).strip()}); retry shortly",
-                session_id=session_id,
-            ) from exc
 
 
 def _lock_id(schema: str, key: Key) -> int:
