@@ -143,3 +143,26 @@ def test_two_services_never_hold_one_session_at_once(
                     pass
 
     trio.run(check)
+
+
+async def test_a_burst_of_runs_opens_one_connection_per_four(dsn: str) -> None:
+    """40 runs starting at once: 10 connections (each run opening its own while the first
+    connection was still being opened took the database past its connection limit)."""
+    async with PostgresSessionService(dsn) as service:
+        opened = counting_connects(service)
+        all_held = trio.Event()
+        held = 0
+
+        async def run(session_id: str) -> None:
+            nonlocal held
+            async with lease(service, session_id):
+                held += 1
+                if held == 40:
+                    all_held.set()
+                await all_held.wait()
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for index in range(40):
+                    nursery.start_soon(run, f"s{index}")
+        assert opened[0] == 40 // LEASES_PER_CONNECTION

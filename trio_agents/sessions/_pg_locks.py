@@ -63,6 +63,7 @@ class SharedLockConnections:
     def __init__(self, connect: Callable[[], Any]) -> None:
         self._connect = connect
         self._open: list[LockConnection] = []
+        self._opening = trio.Lock()
 
     @property
     def connections(self) -> int:
@@ -72,18 +73,31 @@ class SharedLockConnections:
     async def take(self, session_id: str) -> LockConnection:
         """A connection with room for one more run's lock (opened if none has room).
 
+        Connections are opened one at a time, and a run that waited for another's opening
+        takes room on it: a burst of runs opens one connection per
+        :data:`LEASES_PER_CONNECTION` runs, not one each.
+
         Raises:
             StoreUnavailableError: the database refused another connection.
         """
+        await trio.lowlevel.checkpoint()
+        shared = self._with_room()
+        if shared is not None:
+            shared.holders += 1
+            return shared
+        async with self._opening:
+            shared = self._with_room()
+            if shared is None:
+                shared = LockConnection(await open_lock_connection(self._connect, session_id))
+                self._open.append(shared)
+            shared.holders += 1
+            return shared
+
+    def _with_room(self) -> LockConnection | None:
         for shared in self._open:
             if not shared.broken and shared.holders < LEASES_PER_CONNECTION:
-                shared.holders += 1
-                await trio.lowlevel.checkpoint()
                 return shared
-        shared = LockConnection(await open_lock_connection(self._connect, session_id))
-        shared.holders += 1
-        self._open.append(shared)
-        return shared
+        return None
 
     async def give_back(self, shared: LockConnection) -> None:
         """The run of one lock on ``shared`` ended; close it if broken, or idle beside enough
