@@ -20,12 +20,7 @@ import trio
 
 from .._errors import StoreUnavailableError
 
-__all__ = [
-    "LEASES_PER_CONNECTION",
-    "SPARE_CONNECTIONS",
-    "SharedLockConnections",
-    "open_lock_connection",
-]
+__all__ = ["LEASES_PER_CONNECTION", "SPARE_CONNECTIONS", "open_lock_connection"]
 
 T = TypeVar("T")
 
