@@ -82,27 +82,33 @@ async def test_a_cancelled_run_leaves_its_session_free(dsn: str) -> None:
             pass
 
 
+async def hold_at_once(service: PostgresSessionService, runs: int) -> int:
+    """Start ``runs`` leases on as many sessions at once, each held until all are; how many
+    were held together."""
+    all_held = trio.Event()
+    held = 0
+
+    async def run(session_id: str) -> None:
+        nonlocal held
+        async with lease(service, session_id):
+            held += 1
+            if held == runs:
+                all_held.set()
+            await all_held.wait()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for index in range(runs):
+                nursery.start_soon(run, f"s{index}")
+    return held
+
+
 async def test_the_default_bound_admits_hundreds_of_runs_at_once(dsn: str) -> None:
     """200 runs at once on one service: no refusal, on 50 connections (one per run was 200,
     past the database's default ``max_connections`` of 100)."""
     assert DEFAULT_MAX_LOCK_CONNECTIONS >= 200
     async with PostgresSessionService(dsn) as service:
-        held = trio.Event()
-        count = 0
-
-        async def run(session_id: str) -> None:
-            nonlocal count
-            async with lease(service, session_id):
-                count += 1
-                if count == 200:
-                    held.set()
-                await held.wait()
-
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                for index in range(200):
-                    nursery.start_soon(run, f"s{index}")
-        assert count == 200
+        assert await hold_at_once(service, 200) == 200
 
 
 @settings(deadline=None, max_examples=15)
@@ -150,19 +156,5 @@ async def test_a_burst_of_runs_opens_one_connection_per_four(dsn: str) -> None:
     connection was still being opened took the database past its connection limit)."""
     async with PostgresSessionService(dsn) as service:
         opened = counting_connects(service)
-        all_held = trio.Event()
-        held = 0
-
-        async def run(session_id: str) -> None:
-            nonlocal held
-            async with lease(service, session_id):
-                held += 1
-                if held == 40:
-                    all_held.set()
-                await all_held.wait()
-
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                for index in range(40):
-                    nursery.start_soon(run, f"s{index}")
+        assert await hold_at_once(service, 40) == 40
         assert opened[0] == 40 // LEASES_PER_CONNECTION
