@@ -13,6 +13,7 @@ import collections
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,10 @@ class Load:
     wall: float
     runs: list[Run]
     mismatched: int = 0
+    server_cpu: float = 0.0
+    """CPU seconds the servers used during the load (the read-back check excluded)."""
+    client_cpu: float = 0.0
+    """CPU seconds the clients (this process) used during the load."""
 
     @property
     def done(self) -> list[Run]:
@@ -170,15 +175,27 @@ def _client_for(n: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(300.0))
 
 
-async def load(urls: list[str], impl: str, app: str, n: int, runs: int) -> Load:
-    """``n`` concurrent clients, ``runs`` turns each; then every session read back and compared."""
+async def load(
+    urls: list[str],
+    impl: str,
+    app: str,
+    n: int,
+    runs: int,
+    server_cpu: Callable[[], float] = lambda: 0.0,
+) -> Load:
+    """``n`` concurrent clients, ``runs`` turns each; then every session read back and compared.
+
+    ``server_cpu`` gives the servers' CPU seconds so far: read before and after the load.
+    """
     out: list[Run] = []
     async with _client_for(n) as http:
+        cpu_before, client_before = server_cpu(), time.process_time()
         started = time.perf_counter()
         async with trio.open_nursery() as nursery:
             for index in range(n):
                 nursery.start_soon(_client, http, urls, index, app, impl, runs, out)
         wall = time.perf_counter() - started
+        cpu, client_cpu = server_cpu() - cpu_before, time.process_time() - client_before
     bad: list[Run] = []
     async with _client_for(16) as http:
         limiter = trio.CapacityLimiter(16)
@@ -191,7 +208,7 @@ async def load(urls: list[str], impl: str, app: str, n: int, runs: int) -> Load:
             for run in out:
                 if run.error is None:
                     nursery.start_soon(check, run)
-    return Load(wall, out, len(bad))
+    return Load(wall, out, len(bad), cpu, client_cpu)
 
 
 async def unloaded(urls: list[str], impl: str, app: str, count: int) -> float:

@@ -7,6 +7,7 @@ then SIGKILL after a grace period) however the block exits, so no process is lef
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,37 @@ class Server:
             return 0.0
         found = re.search(r"VmHWM:\s+(\d+) kB", status)
         return int(found[1]) / 1024 if found else 0.0
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, every thread) the process and its children used so far."""
+        return sum(_cpu_seconds(pid) for pid in _tree(self.process.pid))
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """``utime + stime`` of ``pid`` from ``/proc/<pid>/stat`` (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server may run workers in child processes)."""
+    found: list[int] = []
+    waiting = [pid]
+    while waiting:
+        parent = waiting.pop()
+        found.append(parent)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    waiting += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 def adk_available() -> bool:
@@ -98,11 +130,23 @@ def _wait_http(process: subprocess.Popen[bytes], url: str) -> None:
     raise RuntimeError("adk api_server did not answer /list-apps in time")
 
 
-def _start_trio(store: str, log: int) -> Server:
+def _pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` binding the child to ``cpus`` (None: no binding)."""
+    if cpus is None:
+        return None
+    return functools.partial(os.sched_setaffinity, 0, cpus)
+
+
+def _start_trio(store: str, log: int, cpus: set[int] | None) -> Server:
     command = [sys.executable, "-m", "trio_agents", "api-server", str(APPS / "trio")]
     command += ["--port", "0", "--session-service", store, "--graceful-timeout", "1"]
     process = subprocess.Popen(
-        command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        command,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_pinned(cpus),
     )
     try:
         url = _wait_trio(process, log)
@@ -112,11 +156,18 @@ def _start_trio(store: str, log: int) -> Server:
     return Server(url, process)
 
 
-def _start_adk(store: str, log: int) -> Server:
+def _start_adk(store: str, log: int, cpus: set[int] | None) -> Server:
     port = _free_port()
     command = [str(_adk_command()), "api_server", "--port", str(port), "--host", "127.0.0.1"]
     command += ["--session_service_uri", store, "--log_level", "error", str(APPS / "adk")]
-    process = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        preexec_fn=_pinned(cpus),
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_http(process, url)
@@ -127,15 +178,20 @@ def _start_adk(store: str, log: int) -> Server:
 
 
 @contextlib.contextmanager
-def running(impl: str, store: str, processes: int = 1) -> Iterator[list[Server]]:
-    """Start ``processes`` servers of ``impl`` on the session store URI ``store``; stop them all."""
+def running(
+    impl: str, store: str, processes: int = 1, cpus: set[int] | None = None
+) -> Iterator[list[Server]]:
+    """Start ``processes`` servers of ``impl`` on the session store URI ``store``; stop them all.
+
+    ``cpus``: the cores the servers may run on (by default, any).
+    """
     start = _start_trio if impl == "trio_agents" else _start_adk
     servers: list[Server] = []
     with contextlib.ExitStack() as logs:
         try:
             for _ in range(processes):
                 log = logs.enter_context(tempfile.TemporaryFile())
-                servers.append(start(store, log.fileno()))
+                servers.append(start(store, log.fileno(), cpus))
             yield servers
         finally:
             for server in servers:

@@ -46,6 +46,7 @@ from ._event_cache import (
     Fresh,
     read_fresh,
 )
+from ._pg_locks import SharedLockConnections, open_lock_connection
 from ._sql import Job, Scopes, SqlSessionService
 
 try:
@@ -85,8 +86,9 @@ _CANCEL_REPEAT = 0.25  # a cancel request the server dropped is sent again after
 
 logger = logging.getLogger("trio_agents.sessions")
 
-DEFAULT_MAX_LOCK_CONNECTIONS = 50
-"""Runs one service may hold a PostgreSQL lock for at once (each on a connection of its own)."""
+DEFAULT_MAX_LOCK_CONNECTIONS = 256
+"""Runs one service may hold a PostgreSQL lock for at once (runs that do not queue for their
+lock share connections, :data:`~._pg_locks.LEASES_PER_CONNECTION` each)."""
 
 
 class PostgresSessionService(SqlSessionService):
@@ -95,9 +97,11 @@ class PostgresSessionService(SqlSessionService):
     Tables ``trio_agents_*`` are created (or migrated) in the connection's current schema on
     first use; a database written by a newer trio_agents is refused with
     :class:`~trio_agents.ConfigurationError`. ``min_size``/``max_size`` size the connection pool;
-    each run's lease holds one more connection of its own (:meth:`lease`), at most
-    ``max_lock_connections`` at once: past it, or past the server's ``max_connections``, a run is
-    refused with :class:`~trio_agents.StoreUnavailableError` (or queues, with ``wait=True``).
+    each run holds a lock (:meth:`lease`), at most ``max_lock_connections`` runs at once: past
+    it, or past the server's ``max_connections``, a run is refused with
+    :class:`~trio_agents.StoreUnavailableError` (or queues, with ``wait=True``). Runs that take
+    their lock without queueing (the HTTP server's) share lock connections, four locks each;
+    a run that queues has a connection of its own while it waits and runs.
 
     The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
     ``get_session`` on one of them reads and parses only the events committed since (by any
@@ -126,6 +130,7 @@ class PostgresSessionService(SqlSessionService):
             )
         super().__init__()
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
+        self._shared = SharedLockConnections(self._connect)
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
@@ -136,8 +141,11 @@ class PostgresSessionService(SqlSessionService):
         self._cache = EventCache(cached_sessions)
 
     async def aclose(self) -> None:
-        """Close the pool (waiting for queries in flight)."""
-        await trio.to_thread.run_sync(self._pool.close)
+        """Close the pool (waiting for queries in flight) and the shared lock connections."""
+        try:
+            await trio.to_thread.run_sync(self._pool.close)
+        finally:
+            await self._shared.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -250,15 +258,43 @@ class PostgresSessionService(SqlSessionService):
         ):
             schema = await self._ensure_open()
             lock = _lock_id(schema, (app_name, user_id, session_id))
-            async with self._lock_connection(session_id, wait) as conn:
-                held = await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, wait))
-                if not held:
-                    raise SessionBusyError(session_id)
-                try:
+            async with self._lock_slot(session_id, wait):
+                held = self._waiting_lock if wait else self._shared_lock
+                async with held(session_id, lock):
                     yield
-                finally:  # unlocked before the lease returns: free at once for any process
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(_unlock, conn, lock)
+
+    @contextlib.asynccontextmanager
+    async def _waiting_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
+        """Queue for ``lock`` in PostgreSQL (cancellable) on a connection of its own."""
+        async with self._lock_connection(session_id) as conn:
+            await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, True))
+            try:
+                yield
+            finally:  # unlocked before the lease returns: free at once for any process
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(_unlock, conn, lock)
+
+    @contextlib.asynccontextmanager
+    async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
+        """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
+        shared = await self._shared.take(session_id)
+        try:
+            try:
+                held = await shared.call(functools.partial(_lock, lock=lock, wait=False))
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailableError(
+                    f"Session {session_id}: the run's lock could not be taken "
+                    f"({str(exc).strip()}); retry shortly",
+                    session_id=session_id,
+                ) from exc
+            if not held:
+                raise SessionBusyError(session_id)
+            try:
+                yield
+            finally:  # unlocked before the lease returns: free at once for any process
+                await shared.call(functools.partial(_unlock, lock=lock))
+        finally:
+            await self._shared.give_back(shared)
 
     async def lease_held(self, *, app_name: str, user_id: str, session_id: str) -> bool:
         """Whether any process on this database and schema holds the session's lease now."""
@@ -276,12 +312,11 @@ class PostgresSessionService(SqlSessionService):
         await self._run(lambda conn: conn.execute("SELECT pg_notify(%s, %s)", (channel, message)))
 
     @contextlib.asynccontextmanager
-    async def _lock_connection(self, session_id: str, wait: bool) -> AsyncIterator[Any]:
-        """A connection of its own for one run's lock, one of at most ``max_lock_connections``.
+    async def _lock_slot(self, session_id: str, wait: bool) -> AsyncIterator[None]:
+        """One of the ``max_lock_connections`` runs that may hold a lock at once.
 
         Raises:
-            StoreUnavailableError: every lock connection is in use (and ``wait`` is False), or
-                the server refused another connection.
+            StoreUnavailableError: every slot is taken (and ``wait`` is False).
         """
         slots, borrower = self._lock_slots, object()
         if wait:
@@ -297,25 +332,27 @@ class PostgresSessionService(SqlSessionService):
                     session_id=session_id,
                 ) from None
         try:
-            conn = await self._connect_for_lock(session_id)
-            try:
-                yield conn
-            finally:
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(conn.close)
+            yield
         finally:
             slots.release_on_behalf_of(borrower)
 
-    async def _connect_for_lock(self, session_id: str) -> Any:
-        connect = functools.partial(psycopg.connect, self.dsn, autocommit=True)
+    @contextlib.asynccontextmanager
+    async def _lock_connection(self, session_id: str) -> AsyncIterator[Any]:
+        """A connection of its own, for a lock queued for in PostgreSQL.
+
+        Raises:
+            StoreUnavailableError: the server refused another connection.
+        """
+        conn = await open_lock_connection(self._connect, session_id)
         try:
-            return await trio.to_thread.run_sync(connect)
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(
-                f"Session {session_id}: the database refused another connection for the "
-                f"run's lock ({str(exc).strip()}); retry shortly",
-                session_id=session_id,
-            ) from exc
+            yield conn
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(conn.close)
+
+    def _connect(self) -> Any:
+        """An autocommit connection (for locks: no transaction ever stays open on it)."""
+        return psycopg.connect(self.dsn, autocommit=True)
 
 
 def _lock_id(schema: str, key: Key) -> int:

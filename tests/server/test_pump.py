@@ -1,0 +1,85 @@
+"""The pump: the frames a run produces reach the client in order, closely spaced ones together."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+from hypothesis import given, settings, strategies as st
+
+from trio_agents.server._live import Frame, terminal_frame
+from trio_agents.server._runs import MAX_BATCH, pump
+
+HOPS = 3
+"""Scheduler rounds the producer takes per frame (a run's event passes through a few tasks)."""
+
+
+def _frames(count: int) -> list[Frame]:
+    return [Frame("event", f'{{"n":{n}}}', n + 1) for n in range(count)]
+
+
+async def _never_disconnects() -> dict[str, str]:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+async def _pumped(
+    produce: list[tuple[float, Frame]], times: list[float] | None = None
+) -> list[list[Frame]]:
+    """Run ``pump`` over frames sent after the given pauses; the batches its sink got (and, in
+    ``times``, when it got each)."""
+    writes: list[list[Frame]] = []
+    send, receive = trio.open_memory_channel[Frame](0)
+
+    async def sink(batch: list[Frame]) -> None:
+        writes.append(list(batch))
+        if times is not None:
+            times.append(trio.current_time())
+        await trio.lowlevel.checkpoint()
+
+    async def producer() -> None:
+        async with send:
+            for pause, frame in produce:
+                if pause:
+                    await trio.sleep(pause)
+                for _ in range(HOPS):
+                    await trio.lowlevel.checkpoint()
+                await send.send(frame)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        assert await pump(receive, _never_disconnects, sink, on_disconnect=lambda: None)
+    return writes
+
+
+async def test_a_burst_of_frames_goes_out_in_fewer_writes_and_in_order() -> None:
+    frames = [*_frames(20), terminal_frame("done", "inv")]
+    writes = await _pumped([(0.0, frame) for frame in frames])
+    assert [frame for batch in writes for frame in batch] == frames
+    assert len(writes) <= len(frames) // 4
+    assert all(0 < len(batch) <= MAX_BATCH for batch in writes)
+
+
+async def test_a_frame_is_written_before_the_run_pauses_for_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    first, second = _frames(2)
+    start = trio.current_time()
+    times: list[float] = []
+    writes = await _pumped([(0.0, first), (10.0, second)], times)
+    assert writes == [[first], [second]]
+    assert times[0] - start < 10.0 <= times[1] - start
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.random_module(), st.lists(st.sampled_from([0.0, 0.0, 0.0, 1.0]), max_size=150))
+def test_every_frame_arrives_once_in_order_whatever_the_pauses(
+    _: object, pauses: list[float]
+) -> None:
+    frames = _frames(len(pauses))
+
+    async def main() -> None:
+        writes = await _pumped(list(zip(pauses, frames, strict=True)))
+        assert [frame for batch in writes for frame in batch] == frames
+        assert all(0 < len(batch) <= MAX_BATCH for batch in writes)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
