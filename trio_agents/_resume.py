@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ._content import Content, FunctionCall
 from ._errors import ResumeError
 from ._resume_plan import ResumePlan
+from .sessions._base import EventLog
 
 if TYPE_CHECKING:
     from ._events import Event
@@ -202,7 +203,9 @@ def _resumable(
             f"invocation {invocation_id!r} is not in this session", invocation_id=invocation_id
         )
     plan = ResumePlan.of(root, record)
-    start = agent_to_run(root, events[: record.opening_index + 1])
+    before = record.opening_index + 1  # the history as the invocation's first run saw it
+    opening = events.head(before) if isinstance(events, EventLog) else events[:before]
+    start = agent_to_run(root, opening)
     if _finished(plan, start):
         if not strict:
             return None

@@ -86,6 +86,10 @@ class EventLog(Sequence[Event]):
         """A view of the last ``count`` events."""
         return EventLog(self._items, max(self._start, self._stop - count), self._stop)
 
+    def head(self, count: int) -> EventLog:
+        """A view of the first ``count`` events (no copy)."""
+        return EventLog(self._items, self._start, min(self._stop, self._start + max(count, 0)))
+
     def since(self, timestamp: float) -> EventLog:
         """The events whose timestamp is at or after ``timestamp`` (R-ST-8), in commit order."""
         return EventLog([e for e in self if e.timestamp >= timestamp])

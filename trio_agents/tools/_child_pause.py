@@ -134,6 +134,8 @@ def children_to_resume(ctx: InvocationContext) -> dict[str, ChildResume]:
     answered_here = False
     agent = ctx.agent.name
     for event in reversed(ctx.session.events):
+        if event.invocation_id != ctx.invocation_id:
+            break  # a waiting event belongs to the invocation its answer resumes
         if event.author == "user" and any(r.id in answers for r in event.get_function_responses()):
             answered_here = True
         if not answered_here and event.author == agent:
@@ -144,8 +146,6 @@ def children_to_resume(ctx: InvocationContext) -> dict[str, ChildResume]:
         mine = [answers[c.id] for c in pause.waiting if c.id in answers]
         if mine:
             found[pause.call_id] = ChildResume(pause, Content(role="user", parts=mine))
-        if event.invocation_id != ctx.invocation_id:
-            break
     return found
 
 
