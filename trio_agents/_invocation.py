@@ -9,7 +9,6 @@ agents have stopped. How events are committed is chosen once, when the invocatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -22,7 +21,7 @@ from ._errors import PluginError
 from ._events import Event
 from ._ids import new_invocation_id
 from ._state import WriteClock
-from .agents._transfer import agent_to_run, answered_call_event
+from .agents._transfer import route
 from .sessions._base import SessionService
 
 if TYPE_CHECKING:
@@ -227,9 +226,9 @@ class Invocation:
         else:
             agent = self.start_agent
             if agent is None:
-                events = self.session.events
-                agent = agent_to_run(ctx.agent, events)
-                ctx = _on_answered_branch(ctx, agent, events)
+                agent, branch = route(ctx.agent, self.session.events)
+                if branch is not None:  # the answer goes back where its call was made
+                    ctx = ctx.for_branch(branch)
             await agent.run(ctx)
 
     async def notify_run_error(self, ctx: InvocationContext, exc: Exception) -> None:
@@ -303,17 +302,6 @@ class Invocation:
         except Exception:
             logger.exception("could not store the aftermath event of %s", self.invocation_id)
             return None
-
-
-def _on_answered_branch(
-    ctx: InvocationContext, agent: BaseAgent, events: Sequence[Event]
-) -> InvocationContext:
-    """``ctx`` on the branch of the call the user's message answers, when ``agent`` made it
-    (the answer goes back where the call was made, e.g. a parallel branch)."""
-    call = answered_call_event(events)
-    if call is None or call.branch is None or call.author != agent.name:
-        return ctx
-    return ctx.for_branch(call.branch)
 
 
 def _appends_inline(service: SessionService) -> bool:

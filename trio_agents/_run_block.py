@@ -114,7 +114,7 @@ class RunBlock:
             answered,
         )
         if resume is not None:
-            message = resume.message  # None: a resume without a message, or a retried one
+            message = self._message = resume.message  # None: no message, or a retried one
         if message is not None and answered is not None:
             check_confirmation_answers(message, session.events)
         for event in abandoned_call_events(session.events):
@@ -124,7 +124,6 @@ class RunBlock:
         if resume is not None:
             inv.plan = resume.replan(session.events)
             inv.start_agent = resume.start_agent
-            self._message = resume.message
             inv.user_content = resume.record.latest_user_content()
         channel = EmitChannel()
         ctx = self._ctx = InvocationContext(invocation=inv, agent=runner.agent, send=channel)

@@ -77,11 +77,7 @@ async def _rerun_confirmed(agent: LlmAgent, ctx: InvocationContext) -> bool:
     calls, confirmations = confirmation_answers(agent, ctx)
     if not calls:
         return False
-
-    async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
-        return await run_function_calls(agent, ctx, calls, confirmations)
-
-    last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
+    last = await _run_again(agent, ctx, calls, confirmations=confirmations)
     return last is not None and bool(
         last.long_running_tool_ids or last.actions.requested_tool_confirmations
     )
@@ -96,18 +92,10 @@ async def _resume(agent: LlmAgent, ctx: InvocationContext, plan: ResumePlan) -> 
     """
     calls = plan.calls_to_run(agent)
     if calls:
-
-        async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
-            return await run_function_calls(agent, ctx, calls)
-
-        runner = in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx)
-        responses = await runner
+        responses = await _run_again(agent, ctx, calls)
         if responses is None:
             return True  # nothing to answer yet (long-running): the turn waits
-        if responses.actions.transfer_to_agent:
-            ctx.transfer_to = agent.root_agent.find_agent(responses.actions.transfer_to_agent)
-            return True
-        return _turn_over(responses)
+        return _hands_off(agent, ctx, responses) or _turn_over(responses)
     if plan.answered_since(agent):
         return False  # the client answered: the model takes the answer
     if plan.waits_for_client(agent):
@@ -132,12 +120,28 @@ async def _resume_agent_tools(agent: LlmAgent, ctx: InvocationContext) -> bool:
     calls = _calls_by_id(ctx, agent, list(resumes))
     if not calls:
         return False
+    last = await _run_again(agent, ctx, calls, resumes=resumes)
+    return last is None or _turn_over(last)
+
+
+async def _run_again(
+    agent: LlmAgent, ctx: InvocationContext, calls: list[FunctionCall], **answers: Any
+) -> Event | None:
+    """Run ``calls`` of an earlier model turn (with the agent's toolsets' tools, if any);
+    ``answers``: the confirmations or paused agent tools they continue."""
 
     async def rerun(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
-        return await run_function_calls(agent, ctx, calls, resumes=resumes)
+        return await run_function_calls(agent, ctx, calls, **answers)
 
-    last = await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
-    return last is None or _turn_over(last)
+    return await (in_step_tools(agent, ctx, rerun) if agent.uses_toolsets else rerun(agent, ctx))
+
+
+def _hands_off(agent: LlmAgent, ctx: InvocationContext, responses: Event) -> bool:
+    """Whether the tools' responses transfer to another agent (its turn is then over)."""
+    target = responses.actions.transfer_to_agent
+    if target:
+        ctx.transfer_to = agent.root_agent.find_agent(target)
+    return bool(target)
 
 
 def _calls_by_id(ctx: InvocationContext, agent: LlmAgent, ids: list[str]) -> list[FunctionCall]:
@@ -173,8 +177,7 @@ async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
     if not calls:
         return event
     responses = await run_function_calls(agent, ctx, calls)
-    if responses is not None and responses.actions.transfer_to_agent:
-        ctx.transfer_to = agent.root_agent.find_agent(responses.actions.transfer_to_agent)
+    if responses is not None and _hands_off(agent, ctx, responses):
         return None  # hand-off: this agent's turn is over (R-XFER-3, ARCHITECTURE §4)
     return responses or event
 

@@ -18,7 +18,7 @@ from ._base import BaseAgent
 if TYPE_CHECKING:
     from ._llm import LlmAgent
 
-__all__ = ["agent_to_run", "answered_call_event", "check_transfer", "transfer_targets"]
+__all__ = ["agent_to_run", "check_transfer", "route", "transfer_targets"]
 
 TRANSFER_TOOL = "transfer_to_agent"
 
@@ -124,11 +124,22 @@ def transfer_instructions(source: LlmAgent, targets: dict[str, BaseAgent]) -> st
 
 def agent_to_run(root: BaseAgent, events: Sequence[Event]) -> BaseAgent:
     """The agent that answers the newest user message."""
-    if not events:
-        return root
-    by_response = _author_of_answered_call(root, events)
-    if by_response is not None:
-        return by_response
+    return route(root, events)[0]
+
+
+def route(root: BaseAgent, events: Sequence[Event]) -> tuple[BaseAgent, str | None]:
+    """The agent that answers the newest user message, and the branch it runs on: the branch
+    of the call that message answers, when that agent made it (e.g. a parallel branch), else
+    None (the root's)."""
+    call = _answered_call_event(events)
+    if call is not None:
+        author = root.find_agent(call.author)
+        if author is not None:
+            return author, call.branch
+    return _talking_agent(root, events), None
+
+
+def _talking_agent(root: BaseAgent, events: Sequence[Event]) -> BaseAgent:
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
         if event.author == "user" or (event.error_code and event.content is None):
@@ -166,12 +177,7 @@ def _transferable(agent: BaseAgent) -> bool:
     return True
 
 
-def _author_of_answered_call(root: BaseAgent, events: Sequence[Event]) -> BaseAgent | None:
-    event = answered_call_event(events)
-    return None if event is None else root.find_agent(event.author)
-
-
-def answered_call_event(events: Sequence[Event]) -> Event | None:
+def _answered_call_event(events: Sequence[Event]) -> Event | None:
     """The event holding the call the newest event (a user's function response) answers."""
     if not events:
         return None
