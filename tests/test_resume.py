@@ -20,6 +20,7 @@ from trio_agents import (
     ConfigurationError,
     Content,
     Event,
+    EventActions,
     InMemoryRunner,
     LlmAgent,
     LoopAgent,
@@ -185,7 +186,7 @@ async def test_a_parallel_agent_finishes_when_every_paused_branch_is_answered() 
     b = llm("b", [fc("approve", {"amount": 2}), "b done"], approvals.tool)
     c = llm("c", ["c done"])
     par = ParallelAgent(name="par", sub_agents=[a, b, c])
-    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[par, llm("z", ["z"])]))
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[par, llm("z", ["z", "z"])]))
     first = await chat.send()
     assert sorted(marks(first)) == sorted(
         ["seq@par", "par@", "a:FC:approve", "b:FC:approve", "c:T:c done", "c!end"]
@@ -535,3 +536,63 @@ async def test_an_answer_sent_again_is_stored_once() -> None:
     users = [e for e in await chat.events() if e.author == "user"]
     assert len(users) == 2  # the opening message and one answer
     assert {e.invocation_id for e in first + again} == {first[0].invocation_id}
+
+
+async def test_a_resume_without_a_message_stores_its_state_delta_alone() -> None:
+    flaky = Flaky()
+    a = llm("a", [fc("lookup", {"q": "x"}), "a done"], flaky.tool)
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[a]))
+    with pytest.raises(RuntimeError):
+        await chat.send()
+    invocation = (await chat.events())[0].invocation_id
+    async with chat.runner.run(
+        user_id="u", session_id=chat.session_id, invocation_id=invocation, state_delta={"k": 1}
+    ) as stream:
+        resumed = [e async for e in stream]
+    assert marks(resumed)[-1] == "seq!end"
+    events = await chat.events()
+    users = [e for e in events if e.author == "user"]
+    assert [(e.content is None, dict(e.actions.state_delta)) for e in users] == [
+        (False, {}),
+        (True, {"k": 1}),
+    ]
+    session = await chat.runner.session_service.get_session(
+        app_name="shop", user_id="u", session_id=chat.session_id
+    )
+    assert session is not None and session.state["k"] == 1
+    with pytest.raises(ResumeError, match="already finished"):  # the opening message is found
+        await chat.send(None, invocation_id=invocation)
+
+
+class Escalator(BaseAgent):
+    """Escalates at once (a direct child of a parallel agent ends it)."""
+
+    async def _run_async_impl(self, ctx: Any) -> None:
+        await ctx.emit(Event(actions=EventActions(escalate=True)))
+
+
+class Sleeper(BaseAgent):
+    """Counts its runs and waits forever (the escalation cancels it)."""
+
+    runs: int = 0
+
+    async def _run_async_impl(self, ctx: Any) -> None:
+        self.runs += 1
+        await trio.sleep_forever()
+
+
+async def test_a_parallel_agent_a_child_escalated_in_does_not_run_again_on_resume() -> None:
+    sleeper = Sleeper(name="sleeper")
+    par = ParallelAgent(name="par", sub_agents=[Escalator(name="esc"), sleeper])
+    chat = await Session.start(SequentialAgent(name="seq", sub_agents=[par, llm("z", ["z", "z"])]))
+    await chat.send()
+    full = await chat.events()
+    assert sleeper.runs == 1
+    cut = next(i for i, e in enumerate(full) if e.actions.escalate) + 1  # died right after it
+    copy = await chat.runner.session_service.create_session(app_name="shop", user_id="u")
+    for event in full[:cut]:
+        await chat.runner.session_service.append_event(copy, event)
+    chat.session_id = copy.id
+    resumed = await chat.send(None, invocation_id=full[0].invocation_id)
+    assert marks(resumed) == ["par!end", "seq@z", "z:T:z", "z!end", "seq!end"]
+    assert sleeper.runs == 1
