@@ -34,6 +34,20 @@ _NOTHING = object()
 MAX_BATCH = 256
 """The most jobs one group commit takes."""
 
+LOCK_SLICE = 0.1
+"""Seconds one statement waits for another connection's lock (``PRAGMA busy_timeout``) before
+its job gives up and is retried from Trio (see :meth:`SqliteThread.run_patiently`), where a
+cancelled caller is released."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "another connection holds the lock" error."""
+    code: int = getattr(exc, "sqlite_errorcode", 0)
+    return isinstance(exc, sqlite3.Error) and (code & 0xFF) in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
+
 
 class _Job:
     def __init__(self, fn: Callable[[sqlite3.Connection], Any], batched: bool = False) -> None:
@@ -203,6 +217,27 @@ class SqliteThread:
 
         result: T = await trio.lowlevel.wait_task_rescheduled(abort)
         return result
+
+    async def run_patiently(
+        self, fn: Callable[[sqlite3.Connection], T], *, patience: float, batched: bool = False
+    ) -> T:
+        """:meth:`run`, run again while another connection holds the lock, for up to
+        ``patience`` seconds.
+
+        SQLite does not always wait for a lock itself: a connection switching a new file to WAL
+        while another opens it, or one that would deadlock, gets "database is locked" at once,
+        whatever ``busy_timeout`` says. A job that failed so changed nothing (its transaction
+        was rolled back; a connection whose set-up failed is opened again by the next job), so
+        running it again is safe.
+        """
+        deadline = trio.current_time() + patience
+        while True:
+            try:
+                return await self.run(fn, batched=batched)
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or trio.current_time() >= deadline:
+                    raise
+            await trio.lowlevel.checkpoint()  # a cancelled caller leaves here
 
     async def aclose(self) -> None:
         """Finish the queued jobs, close the connection and stop the thread."""

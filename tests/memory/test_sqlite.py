@@ -93,6 +93,36 @@ async def test_services_opening_one_new_file_at_once_share_it(tmp_path: Path, ro
             await svc.aclose()
 
 
+async def test_a_call_waits_out_another_connections_lock_and_a_cancelled_one_leaves(
+    tmp_path: Path,
+) -> None:
+    """Another process's write lock: a call keeps trying (SQLite gives up at once in some
+    cases, e.g. while a new file switches to WAL), a cancelled call leaves having written
+    nothing, and a call made while the lock is released lands."""
+    path = tmp_path / "m.db"
+    async with SqliteMemoryService(path) as service:
+        await service.add_session_to_memory(session("a", "first fact"))
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        async with SqliteMemoryService(path) as service:
+            with trio.move_on_after(1.0) as scope:
+                await service.add_session_to_memory(session("b", "second fact"))
+            assert scope.cancelled_caught
+            assert await texts(service, "fact") == ["first fact"]
+
+            async def release_soon() -> None:
+                await trio.sleep(0.3)
+                holder.execute("ROLLBACK")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(release_soon)
+                await service.add_session_to_memory(session("b", "second fact"))
+            assert await texts(service, "fact") == ["first fact", "second fact"]
+    finally:
+        holder.close()
+
+
 @pytest.mark.parametrize("make", ["text", "other-sqlite", "newer"])
 async def test_a_file_that_is_not_ours_is_refused_and_left_untouched(
     tmp_path: Path, make: str

@@ -15,7 +15,7 @@ import trio
 from .._content import Content
 from .._errors import ConfigurationError
 from .._serde import dumps, loads, structure, unstructure
-from .._sqlite_thread import SqliteThread
+from .._sqlite_thread import LOCK_SLICE, SqliteThread
 from ..sessions import Session
 from ._base import (
     MemoryEntry,
@@ -43,6 +43,8 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 _WORD = re.compile(r"\w+")
+BUSY_PATIENCE = 10.0
+"""Seconds a call waits for other connections (processes) holding the file's lock."""
 
 
 @contextlib.contextmanager
@@ -84,7 +86,7 @@ def _setup(conn: sqlite3.Connection) -> None:
     and a migration checks again under the write lock: one process migrates, the others see
     its result.
     """
-    conn.execute("PRAGMA busy_timeout = 10000")
+    conn.execute(f"PRAGMA busy_timeout = {int(LOCK_SLICE * 1000)}")
     try:
         conn.execute("BEGIN")
         try:
@@ -152,7 +154,7 @@ class SqliteMemoryService(MemoryService):
             await self.aclose()
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._db.run(fn)
+        return await self._db.run_patiently(fn, patience=BUSY_PATIENCE)
 
     async def add_session_to_memory(self, session: Session) -> None:
         rows = []

@@ -2,8 +2,9 @@
 
 The connection lives on a thread of its own (:class:`~trio_agents._sqlite_thread.SqliteThread`);
 Trio never waits on a lock inside a statement for long: a statement gives up after
-:data:`~._sqlite_schema.LOCK_SLICE` and the job is retried from Trio until ``busy_timeout``, so a
-cancelled caller is released promptly, with nothing half-done (every job is one transaction).
+:data:`~trio_agents._sqlite_thread.LOCK_SLICE` and the job is retried from Trio until
+``busy_timeout``, so a cancelled caller is released promptly, with nothing half-done (every job
+is one transaction).
 
 Every append is one ``BEGIN IMMEDIATE`` transaction whose ``UPDATE … WHERE revision = ?`` is the
 revision check, which stores the event and folds its delta into the session, user and app
@@ -46,7 +47,7 @@ from ._event_cache import (
 )
 from ._lockfile import lock_path, try_lock, unlock
 from ._sql import Job, Scopes, SqlSessionService
-from ._sqlite_schema import connection_setup, is_busy
+from ._sqlite_schema import connection_setup
 
 __all__ = ["SqliteSessionService"]
 
@@ -119,18 +120,14 @@ class SqliteSessionService(SqlSessionService):
     async def _run(self, job: Job[T], *, batched: bool = False) -> T:
         """Run ``job`` (one transaction, or with ``batched`` a part of one shared with the
         appends queued beside it) on the connection's thread, retrying while locked."""
-        deadline = trio.current_time() + self.busy_timeout
-        while True:
-            try:
-                return await self._db.run(job, batched=batched)
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN:
-                    raise ConfigurationError(
-                        f"cannot open the session database {self.path!r}: {exc}"
-                    ) from exc
-                if not is_busy(exc) or trio.current_time() >= deadline:
-                    raise
-            await trio.lowlevel.checkpoint()  # the job changed nothing; a cancelled caller leaves
+        try:
+            return await self._db.run_patiently(job, patience=self.busy_timeout, batched=batched)
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN:
+                raise ConfigurationError(
+                    f"cannot open the session database {self.path!r}: {exc}"
+                ) from exc
+            raise
 
     # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable
 
 from .._errors import ConfigurationError
+from .._sqlite_thread import LOCK_SLICE, is_busy
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "connection_setup"]
 
@@ -39,10 +40,6 @@ A new version appends an entry; entries already released never change.
 """
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-LOCK_SLICE = 0.1
-"""Seconds one statement waits for another connection's lock before the job gives up and is
-retried from Trio (where a cancelled caller is released); see ``SqliteSessionService``."""
 
 
 def connection_setup(path: str, *, durable: bool) -> Callable[[sqlite3.Connection], None]:
@@ -83,7 +80,7 @@ def _checked_version(conn: sqlite3.Connection, path: str) -> int:
         version: int = conn.execute("PRAGMA user_version").fetchone()[0]
         tables: int = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        if _busy(exc):
+        if is_busy(exc):
             raise
         raise ConfigurationError(f"{path!r} is not a trio_agents session database ({exc})") from exc
     if app_id != APPLICATION_ID and (app_id != 0 or tables):
@@ -97,13 +94,3 @@ def _checked_version(conn: sqlite3.Connection, path: str) -> int:
             f"understands ({SCHEMA_VERSION}); upgrade trio_agents to open it"
         )
     return version
-
-
-def _busy(exc: sqlite3.Error) -> bool:
-    code: int = getattr(exc, "sqlite_errorcode", 0)
-    return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's "another connection holds the lock" error."""
-    return isinstance(exc, sqlite3.Error) and _busy(exc)
