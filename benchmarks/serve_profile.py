@@ -1,0 +1,236 @@
+"""``python -m benchmarks.serve_profile``: what a served run costs the server, in process.
+
+Drives the ASGI app of :func:`trio_agents.server.create_app` directly under Trio (no HTTP stack,
+no client library): per run, ``POST …/sessions`` then ``POST /run_sse`` with ``"streaming":
+false``, reading the stream to its terminal frame, on the benchmark apps of
+``benchmarks/server_apps/trio`` (``emit20``: 20 events with a state delta each; ``tool1``: an
+``LlmAgent`` with one tool call). Three ways to look:
+
+* ``--callgrind`` (default): instruction counts under ``valgrind --tool=callgrind``, as the
+  marginal cost of more runs (the same process with ``--runs K1`` and ``--runs K2``; start-up and
+  first-use costs drop out), for the ASGI app with dev routes off and on and for the Runner
+  alone (no server). Instruction counts are steady on a shared, noisy machine; times are not.
+* ``--cprofile``: the functions a served run spends its time in (``--app``, ``--dev``).
+* ``--once``: one in-process load (``--app``, ``--dev``, ``--runs``), printing wall time per run.
+
+Nothing here is asserted as a timing; a run that does not end with ``event: done`` aborts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import importlib
+import json
+import os
+import pstats
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+APPS = ("emit20", "tool1")
+MODES = ("runner", "asgi", "asgi-dev")
+
+
+def _agent(app: str) -> Any:
+    return importlib.import_module(f"benchmarks.server_apps.trio.{app}").root_agent
+
+
+# -- a minimal ASGI client ---------------------------------------------------------------------------
+
+
+async def _call(asgi: Any, method: str, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """One request to ``asgi``: its status and whole body (the client stays until the end)."""
+    payload = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"bench"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    done = trio.Event()
+    sent = False
+    status = 0
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": payload, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                done.set()
+
+    await asgi(scope, receive, send)
+    done.set()
+    return status, b"".join(chunks)
+
+
+@contextlib.asynccontextmanager
+async def _served(app: str, *, dev: bool) -> AsyncIterator[Any]:
+    from trio_agents.server import create_app
+    from trio_agents.sessions import InMemorySessionService
+
+    asgi = create_app({app: _agent(app)}, session_service=InMemorySessionService(), dev_routes=dev)
+    async with asgi.router.lifespan_context(asgi):
+        yield asgi
+
+
+async def _served_run(asgi: Any, app: str, index: int) -> None:
+    status, created = await _call(asgi, "POST", f"/apps/{app}/users/u/sessions", {})
+    if status != 200:
+        raise SystemExit(f"session create: {status} {created[:200]!r}")
+    session_id = json.loads(created)["id"]
+    body = {
+        "appName": app,
+        "userId": "u",
+        "sessionId": session_id,
+        "newMessage": {"role": "user", "parts": [{"text": f"go {index}"}]},
+        "streaming": False,
+    }
+    status, stream = await _call(asgi, "POST", "/run_sse", body)
+    if status != 200 or b"event: done\n" not in stream:
+        raise SystemExit(f"run: {status} {stream[-300:]!r}")
+
+
+async def _load_asgi(app: str, runs: int, *, dev: bool) -> float:
+    async with _served(app, dev=dev) as asgi:
+        start = time.perf_counter()
+        for index in range(runs):
+            await _served_run(asgi, app, index)
+        return time.perf_counter() - start
+
+
+async def _load_runner(app: str, runs: int) -> float:
+    from trio_agents import Content, Part, Runner
+    from trio_agents.sessions import InMemorySessionService
+
+    sessions = InMemorySessionService()
+    runner = Runner(agent=_agent(app), app_name=app, session_service=sessions)
+    start = time.perf_counter()
+    for index in range(runs):
+        session = await sessions.create_session(app_name=app, user_id="u")
+        message = Content(role="user", parts=[Part(text=f"go {index}")])
+        async with runner.run(user_id="u", session_id=session.id, new_message=message) as run:
+            async for _ in run:
+                pass
+    return time.perf_counter() - start
+
+
+async def _load(mode: str, app: str, runs: int) -> float:
+    if mode == "runner":
+        return await _load_runner(app, runs)
+    return await _load_asgi(app, runs, dev=mode == "asgi-dev")
+
+
+# -- callgrind -------------------------------------------------------------------------------------
+
+
+def _instructions(mode: str, app: str, runs: int) -> int:
+    """Instructions (Ir) of one process doing ``runs`` runs, under callgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "benchmarks.serve_profile",
+            "--once",
+            "--mode",
+            mode,
+            "--app",
+            app,
+            "--runs",
+            str(runs),
+        ]
+        subprocess.run(command, check=True, capture_output=True)
+        match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        if match is None:
+            raise SystemExit(f"no instruction total in {out}")
+        return int(match.group(1))
+
+
+def _callgrind(apps: list[str], modes: list[str], low: int, high: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    print(f"instructions per run: marginal cost of {high - low} more runs ({low} vs {high})")
+    print("| app | mode | M instructions per run |")
+    print("|---|---|---|")
+    for app in apps:
+        for mode in modes:
+            per_run = (_instructions(mode, app, high) - _instructions(mode, app, low)) / (
+                high - low
+            )
+            print(f"| {app} | {mode} | {per_run / 1e6:.2f} |", flush=True)
+
+
+def _profile(mode: str, app: str, runs: int, top: int) -> None:
+    trio.run(_load, mode, app, 3)  # warm: imports, first-use caches
+    profiler = cProfile.Profile()
+    profiler.enable()
+    trio.run(_load, mode, app, runs)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--callgrind", action="store_true", help="instruction counts (default)")
+    how.add_argument("--cprofile", action="store_true", help="cProfile of --mode/--app")
+    how.add_argument("--once", action="store_true", help="one load of --mode/--app, timed")
+    parser.add_argument("--app", choices=APPS, default="emit20")
+    parser.add_argument("--apps", default=",".join(APPS), help="apps for --callgrind")
+    parser.add_argument("--mode", choices=MODES, default="asgi-dev")
+    parser.add_argument("--modes", default=",".join(MODES), help="modes for --callgrind")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--low", type=int, default=10, help="--callgrind: runs of the base")
+    parser.add_argument("--high", type=int, default=50, help="--callgrind: runs of the other")
+    parser.add_argument("--top", type=int, default=40, help="--cprofile: functions shown")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    if args.once:
+        elapsed = trio.run(_load, args.mode, args.app, args.runs)
+        print(f"{args.mode} {args.app}: {args.runs} runs, {elapsed / args.runs * 1e3:.3f} ms/run")
+    elif args.cprofile:
+        _profile(args.mode, args.app, args.runs, args.top)
+    else:
+        _callgrind(args.apps.split(","), args.modes.split(","), args.low, args.high)
+
+
+if __name__ == "__main__":
+    main()
