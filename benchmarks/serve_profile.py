@@ -6,10 +6,11 @@ false``, reading the stream to its terminal frame, on the benchmark apps of
 ``benchmarks/server_apps/trio`` (``emit20``: 20 events with a state delta each; ``tool1``: an
 ``LlmAgent`` with one tool call). Three ways to look:
 
-* ``--callgrind`` (default): instruction counts under ``valgrind --tool=callgrind``, as the
-  marginal cost of more runs (the same process with ``--runs K1`` and ``--runs K2``; start-up and
-  first-use costs drop out), for the ASGI app with dev routes off and on and for the Runner
-  alone (no server). Instruction counts are steady on a shared, noisy machine; times are not.
+* ``--callgrind`` (default): instruction counts under ``valgrind --tool=callgrind`` of
+  ``--runs`` runs after a few warm-up ones (the process marks where they start and end, and
+  callgrind dumps its counts there: start-up and first-use costs drop out), for the ASGI app
+  with dev routes off and on and for the Runner alone (no server). Instruction counts are
+  steady on a shared, noisy machine; times are not.
 * ``--cprofile``: the functions a served run spends its time in (``--app``, ``--dev``).
 * ``--once``: one in-process load (``--app``, ``--dev``, ``--runs``), printing wall time per run.
 
@@ -123,12 +124,26 @@ async def _served_run(asgi: Any, app: str, index: int) -> None:
         raise SystemExit(f"run: {status} {stream[-300:]!r}")
 
 
+WARM_RUNS = 5
+"""Runs before the measured ones: imports, first-use caches and the like are paid there."""
+
+
+def _mark() -> None:
+    """Where the measured runs start and end, for ``callgrind --dump-before=getppid``."""
+    os.getppid()
+
+
 async def _load_asgi(app: str, runs: int, *, dev: bool) -> float:
     async with _served(app, dev=dev) as asgi:
+        for index in range(WARM_RUNS):
+            await _served_run(asgi, app, index)
+        _mark()
         start = time.perf_counter()
         for index in range(runs):
             await _served_run(asgi, app, index)
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        _mark()
+        return elapsed
 
 
 async def _load_runner(app: str, runs: int) -> float:
@@ -137,14 +152,23 @@ async def _load_runner(app: str, runs: int) -> float:
 
     sessions = InMemorySessionService()
     runner = Runner(agent=_agent(app), app_name=app, session_service=sessions)
-    start = time.perf_counter()
-    for index in range(runs):
+
+    async def run(index: int) -> None:
         session = await sessions.create_session(app_name=app, user_id="u")
         message = Content(role="user", parts=[Part(text=f"go {index}")])
-        async with runner.run(user_id="u", session_id=session.id, new_message=message) as run:
-            async for _ in run:
+        async with runner.run(user_id="u", session_id=session.id, new_message=message) as stream:
+            async for _ in stream:
                 pass
-    return time.perf_counter() - start
+
+    for index in range(WARM_RUNS):
+        await run(index)
+    _mark()
+    start = time.perf_counter()
+    for index in range(runs):
+        await run(index)
+    elapsed = time.perf_counter() - start
+    _mark()
+    return elapsed
 
 
 async def _load(mode: str, app: str, runs: int) -> float:
@@ -157,12 +181,14 @@ async def _load(mode: str, app: str, runs: int) -> float:
 
 
 def _instructions(mode: str, app: str, runs: int) -> int:
-    """Instructions (Ir) of one process doing ``runs`` runs, under callgrind."""
+    """Instructions (Ir) of ``runs`` runs after the warm-up ones, under callgrind: the process
+    marks where they start and end, and callgrind dumps its counts there."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         command = [
             "valgrind",
             "--tool=callgrind",
+            "--dump-before=getppid",
             f"--callgrind-out-file={out}",
             sys.executable,
             "-m",
@@ -176,28 +202,28 @@ def _instructions(mode: str, app: str, runs: int) -> int:
             str(runs),
         ]
         subprocess.run(command, check=True, capture_output=True)
-        match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        parts = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:]))
+        if len(parts) < 2:
+            raise SystemExit(f"expected a dump at each mark, got {[p.name for p in parts]}")
+        match = re.search(r"^(?:summary|totals): (\d+)", parts[1].read_text(), re.MULTILINE)
         if match is None:
-            raise SystemExit(f"no instruction total in {out}")
+            raise SystemExit(f"no instruction total in {parts[1]}")
         return int(match.group(1))
 
 
-def _callgrind(apps: list[str], modes: list[str], low: int, high: int) -> None:
+def _callgrind(apps: list[str], modes: list[str], runs: int) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    print(f"instructions per run: marginal cost of {high - low} more runs ({low} vs {high})")
+    print(f"instructions per run: {runs} runs after {WARM_RUNS} warm-up runs")
     print("| app | mode | M instructions per run |")
     print("|---|---|---|")
     for app in apps:
         for mode in modes:
-            per_run = (_instructions(mode, app, high) - _instructions(mode, app, low)) / (
-                high - low
-            )
+            per_run = _instructions(mode, app, runs) / runs
             print(f"| {app} | {mode} | {per_run / 1e6:.2f} |", flush=True)
 
 
 def _profile(mode: str, app: str, runs: int, top: int) -> None:
-    trio.run(_load, mode, app, 3)  # warm: imports, first-use caches
     profiler = cProfile.Profile()
     profiler.enable()
     trio.run(_load, mode, app, runs)
@@ -217,19 +243,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--apps", default=",".join(APPS), help="apps for --callgrind")
     parser.add_argument("--mode", choices=MODES, default="asgi-dev")
     parser.add_argument("--modes", default=",".join(MODES), help="modes for --callgrind")
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--low", type=int, default=10, help="--callgrind: runs of the base")
-    parser.add_argument("--high", type=int, default=50, help="--callgrind: runs of the other")
+    parser.add_argument("--runs", type=int, help="measured runs (default 20, 200 timed)")
     parser.add_argument("--top", type=int, default=40, help="--cprofile: functions shown")
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     if args.once:
-        elapsed = trio.run(_load, args.mode, args.app, args.runs)
-        print(f"{args.mode} {args.app}: {args.runs} runs, {elapsed / args.runs * 1e3:.3f} ms/run")
+        runs = args.runs or 200
+        elapsed = trio.run(_load, args.mode, args.app, runs)
+        print(f"{args.mode} {args.app}: {runs} runs, {elapsed / runs * 1e3:.3f} ms/run")
     elif args.cprofile:
-        _profile(args.mode, args.app, args.runs, args.top)
+        _profile(args.mode, args.app, args.runs or 200, args.top)
     else:
-        _callgrind(args.apps.split(","), args.modes.split(","), args.low, args.high)
+        _callgrind(args.apps.split(","), args.modes.split(","), args.runs or 20)
 
 
 if __name__ == "__main__":

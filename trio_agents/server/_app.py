@@ -27,7 +27,7 @@ from ._dev import DevRoutes
 from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
-from ._traces import TraceRecorder
+from ._traces import SpanRecorder
 
 __all__ = [
     "DEFAULT_BODY_READ_TIMEOUT",
@@ -105,7 +105,7 @@ def create_app(
             "max_body_bytes and body_read_timeout must be > 0 and max_detached_runs >= 0"
         )
     body = BodyLimits(max_body_bytes, body_read_timeout)
-    traces = TraceRecorder() if dev_routes else None
+    traces = SpanRecorder() if dev_routes else None
     core = ServerCore(
         agents,
         session_service=session_service,
@@ -136,6 +136,7 @@ def create_app(
         lifespan=_lifespan_of(core),
     )
     core.node_info = dev_routes
+    core.traces = traces
     app.state.core = core
     return app
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -100,7 +100,10 @@ class LiveRun:
         self.terminal: Frame | None = None
         self.paths: Mapping[str, str] = {}
         """Agent name → node path, for the ``nodeInfo`` of event frames."""
-        self._changed = trio.Event()
+        self.observe: Callable[[Event], None] | None = None
+        """Shown every event of the run as it is served (the dev routes' span recorder)."""
+        self._changed: trio.Event | None = None
+        """Set at the next publication; made only while a follower waits for one."""
 
     @property
     def invocation_id(self) -> str | None:
@@ -116,6 +119,8 @@ class LiveRun:
 
     def frame_of(self, event: Event) -> Frame:
         assert self.stream is not None
+        if self.observe is not None:
+            self.observe(event)
         return event_frame(event, self.stream.session.revision, self.paths)
 
     async def deliver(self, frame: Frame) -> None:
@@ -126,11 +131,15 @@ class LiveRun:
         hang: the client's writer reads until it is cancelled, and then closes the channel.
         """
         self._publish(frame)
-        if self.primary is None:
+        primary = self.primary
+        if primary is None:
             return
         try:
-            with trio.CancelScope(shield=True):
-                await self.primary.send(frame)
+            try:
+                primary.send_nowait(frame)  # the writer waits for it: no task switch needed
+            except trio.WouldBlock:
+                with trio.CancelScope(shield=True):
+                    await primary.send(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.primary = None  # the client left; the run goes on as the policy decided
 
@@ -155,6 +164,8 @@ class LiveRun:
             self.primary = None
 
     async def wait_changed(self) -> None:
+        if self._changed is None:
+            self._changed = trio.Event()
         await self._changed.wait()
 
     def frames_since(self, index: int) -> tuple[int, list[Frame]]:
@@ -171,8 +182,10 @@ class LiveRun:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
 
     def _aftermath(self) -> list[Frame]:
         """Frames for what the Runner committed after the last delivered event."""
@@ -185,4 +198,7 @@ class LiveRun:
             return []
         first = session.revision - new + 1
         tail = events[len(events) - new :]
+        if self.observe is not None:
+            for event in tail:
+                self.observe(event)
         return [event_frame(event, first + i, self.paths) for i, event in enumerate(tail)]

@@ -248,6 +248,8 @@ async def start_run(
     runner = core.runner(plan.app_name)
     live = LiveRun(plan.key, primary)
     live.paths = core.node_paths(plan.app_name)
+    if core.traces is not None:
+        live.observe = core.traces.observe
     release = _reserve_detached(core) if plan.detach else _nothing
     owner = core.nursery if plan.detach else nursery
     assert owner is not None
