@@ -46,7 +46,7 @@ def _agent(app: str) -> Any:
     return importlib.import_module(f"benchmarks.server_apps.trio.{app}").root_agent
 
 
-# -- a minimal ASGI client ---------------------------------------------------------------------------
+# -- a minimal ASGI client ------------------------------------------------------------------------
 
 
 async def _call(asgi: Any, method: str, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -83,13 +83,13 @@ async def _call(asgi: Any, method: str, path: str, body: dict[str, Any]) -> tupl
         await done.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: dict[str, Any]) -> None:  # ruff: ignore[unused-async]
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
+            if not message.get("more_body"):
                 done.set()
 
     await asgi(scope, receive, send)
