@@ -144,12 +144,14 @@ def create_app(
 def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
     s, r = sessions, runs
     sessions_path = "/apps/{app_name}/users/{user_id}/sessions"
-    return [
+    return [  # the routes of a run first: each request tries the routes in order
+        Route("/run_sse", r.run_sse, methods=["POST"]),
+        Route("/run", r.run_json, methods=["POST"]),
+        Route(sessions_path, s.create_session, methods=["POST"]),
         Route("/health", s.health, methods=["GET"]),
         Route("/version", s.version, methods=["GET"]),
         Route("/list-apps", s.list_apps, methods=["GET"]),
         Route(sessions_path, s.list_sessions, methods=["GET"]),
-        Route(sessions_path, s.create_session, methods=["POST"]),
         Route(SESSION, s.get_session, methods=["GET"]),
         Route(SESSION, s.create_session_with_id, methods=["POST"]),
         Route(SESSION, s.delete_session, methods=["DELETE"]),
@@ -163,8 +165,6 @@ def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
         Route(ARTIFACT, s.load_artifact, methods=["GET"]),
         Route(ARTIFACT, s.delete_artifact, methods=["DELETE"]),
         Route("/apps/{app_name}/users/{user_id}/memory", s.patch_memory, methods=["PATCH"]),
-        Route("/run", r.run_json, methods=["POST"]),
-        Route("/run_sse", r.run_sse, methods=["POST"]),
     ]
 
 
