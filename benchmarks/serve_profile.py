@@ -11,8 +11,11 @@ false``, reading the stream to its terminal frame, on the benchmark apps of
   callgrind dumps its counts there: start-up and first-use costs drop out), for the ASGI app
   with dev routes off and on and for the Runner alone (no server). Instruction counts are
   steady on a shared, noisy machine; times are not.
-* ``--cprofile``: the functions a served run spends its time in (``--app``, ``--dev``).
-* ``--once``: one in-process load (``--app``, ``--dev``, ``--runs``), printing wall time per run.
+* ``--cprofile``: the functions a served run spends its time in (``--app``, ``--mode``).
+* ``--once``: one in-process load (``--app``, ``--mode``, ``--runs``), printing wall time per run.
+
+``--apps emit0`` measures ``emit20``'s agent emitting no event: what a run costs besides its
+events.
 
 Nothing here is asserted as a timing; a run that does not end with ``event: done`` aborts.
 """
@@ -39,10 +42,15 @@ from typing import Any
 import trio
 
 APPS = ("emit20", "tool1")
+EXTRA_APPS = ("emit0",)
+"""``emit0``: ``emit20``'s agent emitting no event (a run's cost besides its events)."""
 MODES = ("runner", "asgi", "asgi-dev")
 
 
 def _agent(app: str) -> Any:
+    if app == "emit0":  # what a run costs besides its events
+        emitter = importlib.import_module("benchmarks.server_apps.trio.emit20").Emitter
+        return emitter(name="emit0", count=0)
     return importlib.import_module(f"benchmarks.server_apps.trio.{app}").root_agent
 
 
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     how.add_argument("--callgrind", action="store_true", help="instruction counts (default)")
     how.add_argument("--cprofile", action="store_true", help="cProfile of --mode/--app")
     how.add_argument("--once", action="store_true", help="one load of --mode/--app, timed")
-    parser.add_argument("--app", choices=APPS, default="emit20")
+    parser.add_argument("--app", choices=APPS + EXTRA_APPS, default="emit20")
     parser.add_argument("--apps", default=",".join(APPS), help="apps for --callgrind")
     parser.add_argument("--mode", choices=MODES, default="asgi-dev")
     parser.add_argument("--modes", default=",".join(MODES), help="modes for --callgrind")
