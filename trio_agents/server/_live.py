@@ -173,7 +173,7 @@ class LiveRun:
         """Deliver the aftermath (closing responses, error events) and the terminal frame."""
         for frame in self._aftermath():
             await self.deliver(frame)
-        if self.primary is not None:
+        if self.primary is not None and not self.gathering.take(terminal):
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self.primary.send(terminal)
         self.end(terminal)
