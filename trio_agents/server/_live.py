@@ -23,7 +23,7 @@ from .._runner import RunStream
 from .._serde import dumps, unstructure
 from ._graph import with_node_info
 
-__all__ = ["FOLLOW_LOG", "MAX_BATCH", "Gathering", "event_frame", "terminal_frame"]
+__all__ = ["FOLLOW_LOG", "MAX_BATCH", "event_frame", "terminal_frame"]
 
 FOLLOW_LOG = 256
 """How many recent frames of a run followers can read without going back to the store."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .._events import Event
     from ..agents import BaseAgent
 
-__all__ = ["SpanRecorder", "TraceRecorder"]
+__all__ = ["TraceRecorder"]
 
 DETAILS = "gen_ai.client.inference.operation.details"
 """The log record holding a model call's request and response."""
