@@ -14,6 +14,11 @@ false``, reading the stream to its terminal frame, on the benchmark apps of
 * ``--cprofile``: the functions a served run spends its time in (``--app``, ``--mode``).
 * ``--once``: one in-process load (``--app``, ``--mode``, ``--runs``), printing wall time per run.
 
+* ``--served``: ``trio-agents api-server`` itself (Hypercorn, the dev routes, as the server
+  benchmark starts it) under callgrind, driven over HTTP one run after the other, each request on
+  a connection of its own: instructions per run as the marginal cost of ``--runs`` more runs
+  (two server processes, 5 and 5 + ``--runs`` runs).
+
 ``--apps emit0`` measures ``emit20``'s agent emitting no event: what a run costs besides its
 events.
 
@@ -31,6 +36,7 @@ import os
 import pstats
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -231,6 +237,80 @@ def _callgrind(apps: list[str], modes: list[str], runs: int) -> None:
             print(f"| {app} | {mode} | {per_run / 1e6:.2f} |", flush=True)
 
 
+# -- the real server under callgrind ---------------------------------------------------------------
+
+SERVED_START_TIMEOUT = 900.0
+"""Seconds ``trio-agents api-server`` may take to start under valgrind."""
+
+
+async def _http_runs(url: str, app: str, runs: int) -> None:
+    """``runs`` runs over HTTP, one after the other, each request on a connection of its own."""
+    import httpx
+
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+        for index in range(runs):
+            created = await client.post(f"/apps/{app}/users/u/sessions", json={})
+            created.raise_for_status()
+            body = {
+                "appName": app,
+                "userId": "u",
+                "sessionId": created.json()["id"],
+                "newMessage": {"role": "user", "parts": [{"text": f"go {index}"}]},
+                "streaming": False,
+            }
+            answer = await client.post("/run_sse", json=body)
+            if answer.status_code != 200 or "event: done\n" not in answer.text:
+                raise SystemExit(f"run: {answer.status_code} {answer.text[-300:]!r}")
+
+
+def _served_total(app: str, runs: int) -> int:
+    """Instructions of a whole ``trio-agents api-server`` process (start, ``runs`` runs over
+    HTTP, stop) under callgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, log = Path(tmp) / "callgrind.out", Path(tmp) / "server.log"
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
+        command += [
+            "-m",
+            "trio_agents",
+            "api-server",
+            str(Path(__file__).parent / "server_apps" / "trio"),
+        ]
+        command += ["--port", "0", "--graceful-timeout", "1"]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        with log.open("wb") as sink:
+            server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        try:
+            url = _served_url(server, log)
+            trio.run(_http_runs, url, app, runs)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=SERVED_START_TIMEOUT)
+        match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        if match is None:
+            raise SystemExit(f"no instruction total in {out}")
+        return int(match.group(1))
+
+
+def _served_url(server: subprocess.Popen[bytes], log: Path) -> str:
+    deadline = time.monotonic() + SERVED_START_TIMEOUT
+    while time.monotonic() < deadline and server.poll() is None:
+        found = re.search(r"serving .* at (http://\S+)", log.read_text(errors="replace"))
+        if found:
+            return found[1].rstrip("/")
+        time.sleep(0.5)
+    raise SystemExit(f"trio-agents api-server did not start:\n{log.read_text(errors='replace')}")
+
+
+def _served(apps: list[str], low: int, high: int) -> None:
+    print(f"the real server: instructions per run, marginal cost of {high - low} more runs")
+    print("| app | M instructions per run |")
+    print("|---|---|")
+    for app in apps:
+        extra = _served_total(app, high) - _served_total(app, low)
+        print(f"| {app} | {extra / (high - low) / 1e6:.2f} |", flush=True)
+
+
 def _profile(mode: str, app: str, runs: int, top: int) -> None:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -247,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     how.add_argument("--callgrind", action="store_true", help="instruction counts (default)")
     how.add_argument("--cprofile", action="store_true", help="cProfile of --mode/--app")
     how.add_argument("--once", action="store_true", help="one load of --mode/--app, timed")
+    how.add_argument("--served", action="store_true", help="the real server under callgrind")
     parser.add_argument("--app", choices=APPS + EXTRA_APPS, default="emit20")
     parser.add_argument("--apps", default=",".join(APPS), help="apps for --callgrind")
     parser.add_argument("--mode", choices=MODES, default="asgi-dev")
@@ -258,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
         runs = args.runs or 200
         elapsed = trio.run(_load, args.mode, args.app, runs)
         print(f"{args.mode} {args.app}: {runs} runs, {elapsed / runs * 1e3:.3f} ms/run")
+    elif args.served:
+        _served(args.apps.split(","), 5, 5 + (args.runs or 20))
     elif args.cprofile:
         _profile(args.mode, args.app, args.runs or 200, args.top)
     else:
