@@ -302,7 +302,7 @@ def _served_url(server: subprocess.Popen[bytes], log: Path) -> str:
     raise SystemExit(f"trio-agents api-server did not start:\n{log.read_text(errors='replace')}")
 
 
-def _served(apps: list[str], low: int, high: int) -> None:
+def _served_per_run(apps: list[str], low: int, high: int) -> None:
     print(f"the real server: instructions per run, marginal cost of {high - low} more runs")
     print("| app | M instructions per run |")
     print("|---|---|")
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
         elapsed = trio.run(_load, args.mode, args.app, runs)
         print(f"{args.mode} {args.app}: {runs} runs, {elapsed / runs * 1e3:.3f} ms/run")
     elif args.served:
-        _served(args.apps.split(","), 5, 5 + (args.runs or 20))
+        _served_per_run(args.apps.split(","), 5, 5 + (args.runs or 20))
     elif args.cprofile:
         _profile(args.mode, args.app, args.runs or 200, args.top)
     else:
