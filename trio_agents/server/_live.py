@@ -2,9 +2,10 @@
 
 Every event of a run becomes a :class:`Frame` once. The client that started the run (the
 *primary*) receives frames through a zero-buffer channel, so a slow client slows the run as a
-slow consumer does (ARCHITECTURE §2 rule 4). Followers (``GET …/events``) never slow the run: they
-read a bounded log of recent frames and, when they fall behind it, catch up from the session
-store, which holds every committed event anyway.
+slow consumer does (ARCHITECTURE §2 rule 4); while its writer gathers a batch (at most
+:data:`MAX_BATCH` frames), the run adds its frames to that batch without waiting. Followers
+(``GET …/events``) never slow the run: they read a bounded log of recent frames and, when they
+fall behind it, catch up from the session store, which holds every committed event anyway.
 """
 
 from __future__ import annotations
