@@ -70,3 +70,13 @@ def test_a_trio_agents_run_counts_only_when_its_stream_ends_with_done() -> None:
     failed = _events_of_stream(["event: error", 'data: {"error": "boom"}', ""], "trio_agents")
     assert failed[1] is not None
     assert _events_of_stream(['data: {"error": "locked"}', ""], "google-adk")[1] is not None
+
+
+@pytest.mark.parametrize("mode", ["runner", "asgi", "asgi-dev"])
+@pytest.mark.parametrize("app", ["emit20", "tool1", "emit0"])
+async def test_the_serving_profile_drives_whole_runs_in_process(mode: str, app: str) -> None:
+    """``benchmarks.serve_profile`` runs each app to its ``done`` frame (it exits otherwise)."""
+    from benchmarks import serve_profile
+
+    elapsed = await serve_profile._load(mode, app, 2)
+    assert elapsed > 0

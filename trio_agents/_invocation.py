@@ -93,12 +93,12 @@ class Invocation:
         self.pauses: list[str | None] = []
         """The branch of each committed event that makes the invocation wait for the client."""
         self.commits_inline = (
-            not runner.plugin_manager
+            not runner.plugin_manager.sees_events
             and not run_config.custom_metadata
             and _appends_inline(runner.session_service)
         )
-        """No plugins, no custom metadata and a store that appends without I/O: events are
-        committed as emitted, without a checkpoint (:meth:`commit_inline`)."""
+        """No ``on_event`` plugin, no custom metadata and a store that appends without I/O: events
+        are committed as emitted, without a checkpoint (:meth:`commit_inline`)."""
 
     @property
     def write_clock(self) -> WriteClock:

@@ -157,36 +157,69 @@ def _base_type(field: attrs.Attribute[Any]) -> str:
 def unstructure(record: Any) -> dict[str, Any]:
     """The JSON object of a record (camelCase keys, ``None`` omitted)."""
     out: dict[str, Any] = {}
-    for field in _fields(type(record)):
-        value = getattr(record, field.name)
-        if value is None or (field.omit_empty and not value):
+    for name, camel, dump, omit_empty in _writers(type(record)):
+        value = getattr(record, name)
+        if value is None or (omit_empty and not value):
             continue
-        out[field.camel] = _dump_value(field, value)
+        out[camel] = value if dump is None else dump(value)
     return out
 
 
-def _dump_value(field: _Field, value: Any) -> Any:
+_Writer = tuple[str, str, Callable[[Any], Any] | None, bool]
+"""A field's name, its JSON key, how its value is written (None: as it is), whether an empty
+value is left out."""
+
+_WRITERS: dict[type, tuple[_Writer, ...]] = {}
+
+
+def _writers(cls: type) -> tuple[_Writer, ...]:
+    """How each field of ``cls`` is written, worked out once per class."""
+    found = _WRITERS.get(cls)
+    if found is None:
+        found = _WRITERS[cls] = tuple(
+            (f.name, f.camel, _dumper(f), f.omit_empty) for f in _fields(cls)
+        )
+    return found
+
+
+def _dumper(field: _Field) -> Callable[[Any], Any] | None:
     kind = field.kind
     if kind == "record":
-        return unstructure(value)
+        return unstructure
     if kind == "records":
-        return [unstructure(v) for v in value]
+        return _dump_records
     if kind == "bytes":
-        return base64.urlsafe_b64encode(value).decode("ascii")
+        return _dump_bytes
     if kind == "ids":
-        return sorted(value)
+        return sorted
     if kind in {"payload", "versions"}:
-        return dict(value)
+        return dict
     if kind == "confirmations":
-        return {call_id: confirmation.to_dict() for call_id, confirmation in value.items()}
+        return _dump_confirmations
     if field.plain == "float":
-        return float(value)  # an int timestamp is written as 1.0, as it reads back
-    return value
+        return float  # an int timestamp is written as 1.0, as it reads back
+    return None
+
+
+def _dump_records(values: Any) -> list[dict[str, Any]]:
+    return [unstructure(v) for v in values]
+
+
+def _dump_bytes(value: bytes) -> str:
+    return base64.urlsafe_b64encode(value).decode("ascii")
+
+
+def _dump_confirmations(value: Mapping[str, ToolConfirmation]) -> dict[str, Any]:
+    return {call_id: confirmation.to_dict() for call_id, confirmation in value.items()}
 
 
 def dump_event(event: Event) -> dict[str, Any]:
     """The ADK-compatible JSON object of ``event``."""
     return unstructure(event)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""What :func:`dumps` writes with (made once: ``json.dumps`` with options makes one per call)."""
 
 
 def dumps(obj: Any, *, path: str = "value") -> str:
@@ -195,7 +228,7 @@ def dumps(obj: Any, *, path: str = "value") -> str:
     ``path`` names ``obj`` in that error (``Event.to_json`` passes ``"event"``).
     """
     try:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(obj)
     except (TypeError, ValueError) as exc:
         try:
             check_json_value(obj, path)

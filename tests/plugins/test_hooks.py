@@ -43,6 +43,7 @@ from trio_agents import (
 )
 from trio_agents.models import LlmRequest, LlmResponse
 from trio_agents.plugins import BasePlugin
+from trio_agents.plugins._manager import PluginManager
 from trio_agents.testing import ScriptedModel
 
 # -- on_user_message (R-PLG-5, S-CB-6) ----------------------------------------------------------
@@ -613,3 +614,21 @@ async def test_state_only_events_and_escalations_reach_on_event() -> None:
     (seen,) = [kwargs["event"] for kwargs in plugin.seen("on_event")]
     assert seen.actions.state_delta == {"k": 1}
     assert seen.actions.escalate
+
+
+class _AgentHooksOnly(BasePlugin):
+    async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
+        return None
+
+
+class _EventHook(_AgentHooksOnly):
+    async def on_event_callback(self, *, invocation_context: Any, event: Event) -> None:
+        return None
+
+
+def test_only_a_plugin_with_its_own_on_event_hook_makes_events_wait_for_plugins() -> None:
+    """Events need the plugins' turn only when one of them has an ``on_event`` hook: else an
+    in-memory run commits each event as it is emitted, as with no plugin at all."""
+    assert not PluginManager([]).sees_events
+    assert not PluginManager([_AgentHooksOnly("agent_hooks")]).sees_events
+    assert PluginManager([_AgentHooksOnly("a"), _EventHook("b")]).sees_events

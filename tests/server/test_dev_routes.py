@@ -21,8 +21,10 @@ from trio_agents import (
     LlmAgent,
     SequentialAgent,
 )
+from trio_agents.plugins._manager import PluginManager
 from trio_agents.server import TraceRecorder, create_app
 from trio_agents.server._graph import dot_source, find_node, node_path
+from trio_agents.server._traces import SpanRecorder
 from trio_agents.sessions import InMemorySessionService
 from trio_agents.testing import ScriptedModel
 
@@ -230,7 +232,7 @@ class Echo(BaseAgent):
         await ctx.emit(Event(content=Content.from_text("ok", role="model")))
 
 
-def _runner(recorder: TraceRecorder) -> InMemoryRunner:
+def _runner(recorder: SpanRecorder) -> InMemoryRunner:
     return InMemoryRunner(weather_agent(), app_name="weather", plugins=[recorder])
 
 
@@ -284,3 +286,33 @@ def test_graph_helpers_walk_the_tree() -> None:
     assert '"front" -> "billing"' in dot_source(root)
     quoted = dot_source(LlmAgent(name="x", model="m", description='say "hi"'))
     assert '"x" [label="x"' in quoted
+
+
+async def test_a_recorder_shown_each_served_event_links_spans_as_the_hook_does() -> None:
+    """The server shows its recorder each event as it serves it (so runs need no ``on_event``
+    hook and commit inline); some come after the run's end (the aftermath of a cancelled run):
+    they still find the tool span they answer."""
+    hooked, fed, late = TraceRecorder(), SpanRecorder(), SpanRecorder()
+    assert not PluginManager([fed]).sees_events
+    served: list[Event] = []
+    for recorder in (hooked, fed, late):
+        runner = _runner(recorder)
+        await runner.session_service.create_session(app_name="weather", user_id="u", session_id="s")
+        async with runner.run(user_id="u", session_id="s", new_message="hi") as events:
+            served = []
+            async for event in events:
+                served.append(event)
+                if recorder is fed:
+                    fed.observe(event)
+    for event in served:  # after the end
+        late.observe(event)
+
+    def links(recorder: SpanRecorder) -> list[tuple[str, bool]]:
+        spans = recorder.session_spans("s")
+        return [(s.name, "gcp.vertex.agent.event_id" in s.attributes) for s in spans]
+
+    assert links(fed) == links(hooked)
+    assert ("execute_tool get_weather", True) in links(fed)
+    tool_answer = next(e for e in served if e.get_function_responses())
+    span = late.event_span(tool_answer.id)
+    assert span is not None and span.name == "execute_tool get_weather"

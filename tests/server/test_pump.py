@@ -6,7 +6,7 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
-from trio_agents.server._live import Frame, terminal_frame
+from trio_agents.server._live import Frame, Gathering, terminal_frame
 from trio_agents.server._runs import MAX_BATCH, pump
 
 HOPS = 3
@@ -83,3 +83,58 @@ def test_every_frame_arrives_once_in_order_whatever_the_pauses(
         assert all(0 < len(batch) <= MAX_BATCH for batch in writes)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.random_module(), st.lists(st.sampled_from([0.0, 0.0, 0.0, 1.0]), max_size=150))
+def test_frames_a_run_adds_to_the_gathered_batch_keep_their_order(
+    _: object, pauses: list[float]
+) -> None:
+    frames = _frames(len(pauses))
+
+    async def main() -> None:
+        gathering = Gathering()
+        writes: list[list[Frame]] = []
+        taken_at_once = 0
+        send, receive = trio.open_memory_channel[Frame](0)
+
+        async def sink(batch: list[Frame]) -> None:
+            writes.append(list(batch))
+            await trio.lowlevel.checkpoint()
+
+        async def producer() -> None:
+            nonlocal taken_at_once
+            async with send:
+                for pause, frame in zip(pauses, frames, strict=True):
+                    if pause:
+                        await trio.sleep(pause)
+                    for _ in range(HOPS):
+                        await trio.lowlevel.checkpoint()
+                    if gathering.take(frame):
+                        taken_at_once += 1
+                    else:
+                        await send.send(frame)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(producer)
+            assert await pump(
+                receive, _never_disconnects, sink, on_disconnect=lambda: None, gathering=gathering
+            )
+        assert [frame for batch in writes for frame in batch] == frames
+        assert all(0 < len(batch) <= MAX_BATCH for batch in writes)
+        assert gathering.batch is None
+        if len(frames) >= 20 and 1.0 not in pauses:
+            assert taken_at_once > 0  # a burst is mostly added to the batch, not sent
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_nothing_is_taken_while_no_batch_is_gathered_or_it_is_full() -> None:
+    gathering = Gathering()
+    (frame,) = _frames(1)
+    assert not gathering.take(frame)
+    gathering.batch = [frame] * MAX_BATCH
+    assert not gathering.take(frame)
+    gathering.batch = []
+    assert gathering.take(frame)
+    assert gathering.batch == [frame]

@@ -47,6 +47,8 @@ class PluginManager:
                 raise ConfigurationError(f"duplicate plugin name {plugin.name!r}")
             names.add(plugin.name)
         self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
+        self.sees_events = any(_overrides(plugin, "on_event_callback") for plugin in plugins)
+        """Whether some plugin has an ``on_event_callback`` of its own (else events need none)."""
 
     def __bool__(self) -> bool:
         return bool(self.plugins)
@@ -238,3 +240,8 @@ def _raise_first(failures: list[PluginError]) -> None:
 def _names(expect: type | tuple[type, ...]) -> str:
     types = expect if isinstance(expect, tuple) else (expect,)
     return " or ".join(t.__name__ for t in types)
+
+
+def _overrides(plugin: BasePlugin, hook: str) -> bool:
+    """Whether ``plugin``'s class replaces :class:`BasePlugin`'s ``hook`` (a no-op there)."""
+    return getattr(type(plugin), hook) is not getattr(BasePlugin, hook)

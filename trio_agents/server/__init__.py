@@ -42,10 +42,10 @@ are answered, as for the cancel route); ``"detach"`` lets it finish in the serve
 ``create_app(..., dev_routes=True)`` (what the command line serves) adds the routes ADK's own dev
 UI calls besides these: ``GET|POST /config/telemetry``, ``GET /dev/apps/{app}/build_graph`` and
 ``build_graph_image`` (Graphviz DOT source), ``GET /dev/apps/{app}/debug/trace/session/{session}``
-and ``debug/trace/{event_id}`` (spans a :class:`TraceRecorder` keeps per session), empty
-``eval_sets``/``eval_results``, 501 for the other evaluation routes, and ``builder`` (empty). With
-``extra_routes=adk_ui_routes()`` (``trio-agents web --adk-ui``) the installed google-adk's UI
-itself is served at ``/dev-ui/``.
+and ``debug/trace/{event_id}`` (spans kept per session, as a :class:`TraceRecorder` keeps them),
+empty ``eval_sets``/``eval_results``, 501 for the other evaluation routes, and ``builder``
+(empty). With ``extra_routes=adk_ui_routes()`` (``trio-agents web --adk-ui``) the installed
+google-adk's UI itself is served at ``/dev-ui/``.
 
 Refusals: 400/422 name the field (a value no store could keep, such as a lone surrogate or
 nesting deeper than 100 levels, is 400 before anything is stored); 408 a body slower than

@@ -27,7 +27,7 @@ from ._dev import DevRoutes
 from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
-from ._traces import TraceRecorder
+from ._traces import SpanRecorder
 
 __all__ = [
     "DEFAULT_BODY_READ_TIMEOUT",
@@ -105,7 +105,7 @@ def create_app(
             "max_body_bytes and body_read_timeout must be > 0 and max_detached_runs >= 0"
         )
     body = BodyLimits(max_body_bytes, body_read_timeout)
-    traces = TraceRecorder() if dev_routes else None
+    traces = SpanRecorder() if dev_routes else None
     core = ServerCore(
         agents,
         session_service=session_service,
@@ -136,6 +136,7 @@ def create_app(
         lifespan=_lifespan_of(core),
     )
     core.node_info = dev_routes
+    core.traces = traces
     app.state.core = core
     return app
 
@@ -143,12 +144,14 @@ def create_app(
 def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
     s, r = sessions, runs
     sessions_path = "/apps/{app_name}/users/{user_id}/sessions"
-    return [
+    return [  # the routes of a run first: each request tries the routes in order
+        Route("/run_sse", r.run_sse, methods=["POST"]),
+        Route("/run", r.run_json, methods=["POST"]),
+        Route(sessions_path, s.create_session, methods=["POST"]),
         Route("/health", s.health, methods=["GET"]),
         Route("/version", s.version, methods=["GET"]),
         Route("/list-apps", s.list_apps, methods=["GET"]),
         Route(sessions_path, s.list_sessions, methods=["GET"]),
-        Route(sessions_path, s.create_session, methods=["POST"]),
         Route(SESSION, s.get_session, methods=["GET"]),
         Route(SESSION, s.create_session_with_id, methods=["POST"]),
         Route(SESSION, s.delete_session, methods=["DELETE"]),
@@ -162,8 +165,6 @@ def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
         Route(ARTIFACT, s.load_artifact, methods=["GET"]),
         Route(ARTIFACT, s.delete_artifact, methods=["DELETE"]),
         Route("/apps/{app_name}/users/{user_id}/memory", s.patch_memory, methods=["PATCH"]),
-        Route("/run", r.run_json, methods=["POST"]),
-        Route("/run_sse", r.run_sse, methods=["POST"]),
     ]
 
 

@@ -22,6 +22,7 @@ from ._cluster import LocalCluster
 from ._graph import node_paths
 from ._http import HTTPError
 from ._live import Frame, LiveRun, SessionKey
+from ._traces import SpanRecorder
 
 __all__ = ["OUTCOMES_KEPT"]
 
@@ -65,6 +66,8 @@ class ServerCore:
         """The other server processes on the same store (none by default)."""
         self.node_info = False
         """Events served over HTTP carry ``nodeInfo`` (for ADK's dev UI: ``dev_routes=True``)."""
+        self.traces: SpanRecorder | None = None
+        """The span recorder of the dev routes: every event a run serves is shown to it."""
 
     # -- apps ----------------------------------------------------------------------------------
 

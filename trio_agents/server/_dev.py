@@ -23,7 +23,7 @@ from ..agents import BaseAgent
 from ._core import ServerCore
 from ._graph import agent_json, dot_source, find_node
 from ._http import BodyLimits, Fields, HTTPError, json_response, read_json
-from ._traces import TraceRecorder
+from ._traces import SpanRecorder
 
 __all__: list[str] = []  # the routes are reached through create_app(dev_routes=True)
 
@@ -38,7 +38,7 @@ NOT_IMPLEMENTED = (
 class DevRoutes:
     """The routes above, over ``core`` and the spans ``traces`` recorded."""
 
-    def __init__(self, core: ServerCore, traces: TraceRecorder, *, body: BodyLimits) -> None:
+    def __init__(self, core: ServerCore, traces: SpanRecorder, *, body: BodyLimits) -> None:
         self.core = core
         self.traces = traces
         self.body = body

@@ -7,6 +7,7 @@ names from the root joined with ``/`` (``coordinator/billing``), the form events
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from collections.abc import Mapping
@@ -91,7 +92,13 @@ def with_node_info(event_json: str, path: str | None) -> str:
     """
     if not path or not event_json.endswith("}"):
         return event_json
-    return f'{event_json[:-1]},"nodeInfo":{{"path":{json.dumps(path)}}}}}'
+    return event_json[:-1] + _node_info(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _node_info(path: str) -> str:
+    """The member ``nodeInfo`` adds to an event's JSON object, closing it (once per path)."""
+    return f',"nodeInfo":{{"path":{json.dumps(path)}}}}}'
 
 
 def _quoted(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hmac
 import json
 import math
@@ -156,7 +157,9 @@ def _too_large(limit: int) -> HTTPError:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _snake(name: str) -> str:
+    """``name`` in snake_case (field names are few: each is worked out once)."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 

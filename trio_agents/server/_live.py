@@ -2,16 +2,17 @@
 
 Every event of a run becomes a :class:`Frame` once. The client that started the run (the
 *primary*) receives frames through a zero-buffer channel, so a slow client slows the run as a
-slow consumer does (ARCHITECTURE §2 rule 4). Followers (``GET …/events``) never slow the run: they
-read a bounded log of recent frames and, when they fall behind it, catch up from the session
-store, which holds every committed event anyway.
+slow consumer does (ARCHITECTURE §2 rule 4); while its writer gathers a batch (at most
+:data:`MAX_BATCH` frames), the run adds its frames to that batch without waiting. Followers
+(``GET …/events``) never slow the run: they read a bounded log of recent frames and, when they
+fall behind it, catch up from the session store, which holds every committed event anyway.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -23,10 +24,13 @@ from .._runner import RunStream
 from .._serde import dumps, unstructure
 from ._graph import with_node_info
 
-__all__ = ["FOLLOW_LOG", "event_frame", "terminal_frame"]
+__all__ = ["FOLLOW_LOG", "MAX_BATCH", "event_frame", "terminal_frame"]
 
 FOLLOW_LOG = 256
 """How many recent frames of a run followers can read without going back to the store."""
+
+MAX_BATCH = 64
+"""Frames written to the client in one piece at most."""
 
 SessionKey = tuple[str, str, str]
 Kind = Literal["event", "done", "error", "cancelled"]
@@ -84,6 +88,26 @@ def terminal_frame(
     return Frame(kind, dumps(data))
 
 
+class Gathering:
+    """The batch a client's writer is gathering, while it gathers one (else None).
+
+    A run hands a frame to its writer by appending it there when it can: the writer has taken
+    the frame then and there, with no task switch (else the frame goes through the channel)."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self) -> None:
+        self.batch: list[Frame] | None = None
+
+    def take(self, frame: Frame) -> bool:
+        """Add ``frame`` to the batch being gathered; False when none is or it is full."""
+        batch = self.batch
+        if batch is None or len(batch) >= MAX_BATCH:
+            return False
+        batch.append(frame)
+        return True
+
+
 class LiveRun:
     """One run in flight: its stream, its primary client and the frames it has published."""
 
@@ -92,6 +116,8 @@ class LiveRun:
         self.primary = primary
         self.primary_gone = trio.Event()
         """Set when the primary client disconnected."""
+        self.gathering = Gathering()
+        """The primary client's writer, while it gathers frames to write together."""
         self.stream: RunStream | None = None
         self.log: collections.deque[Frame] = collections.deque(maxlen=FOLLOW_LOG)
         self.count = 0
@@ -100,7 +126,10 @@ class LiveRun:
         self.terminal: Frame | None = None
         self.paths: Mapping[str, str] = {}
         """Agent name → node path, for the ``nodeInfo`` of event frames."""
-        self._changed = trio.Event()
+        self.observe: Callable[[Event], None] | None = None
+        """Shown every event of the run as it is served (the dev routes' span recorder)."""
+        self._changed: trio.Event | None = None
+        """Set at the next publication; made only while a follower waits for one."""
 
     @property
     def invocation_id(self) -> str | None:
@@ -116,21 +145,28 @@ class LiveRun:
 
     def frame_of(self, event: Event) -> Frame:
         assert self.stream is not None
+        if self.observe is not None:
+            self.observe(event)
         return event_frame(event, self.stream.session.revision, self.paths)
 
     async def deliver(self, frame: Frame) -> None:
-        """Publish ``frame`` to followers and hand it to the primary client (waiting for it).
+        """Publish ``frame`` to followers and hand it to the primary client (waiting for it, unless
+        its writer is gathering a batch and takes the frame at once).
 
         The hand-over is shielded: the Runner cancels its consumer's block when the run fails or
         is cancelled, and an event committed before that must still reach the client. It cannot
         hang: the client's writer reads until it is cancelled, and then closes the channel.
         """
         self._publish(frame)
-        if self.primary is None:
+        primary = self.primary
+        if primary is None or self.gathering.take(frame):
             return
         try:
-            with trio.CancelScope(shield=True):
-                await self.primary.send(frame)
+            try:
+                primary.send_nowait(frame)  # the writer waits for it: no task switch needed
+            except trio.WouldBlock:
+                with trio.CancelScope(shield=True):
+                    await primary.send(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.primary = None  # the client left; the run goes on as the policy decided
 
@@ -138,7 +174,7 @@ class LiveRun:
         """Deliver the aftermath (closing responses, error events) and the terminal frame."""
         for frame in self._aftermath():
             await self.deliver(frame)
-        if self.primary is not None:
+        if self.primary is not None and not self.gathering.take(terminal):
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self.primary.send(terminal)
         self.end(terminal)
@@ -155,6 +191,8 @@ class LiveRun:
             self.primary = None
 
     async def wait_changed(self) -> None:
+        if self._changed is None:
+            self._changed = trio.Event()
         await self._changed.wait()
 
     def frames_since(self, index: int) -> tuple[int, list[Frame]]:
@@ -171,8 +209,10 @@ class LiveRun:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
 
     def _aftermath(self) -> list[Frame]:
         """Frames for what the Runner committed after the last delivered event."""
@@ -185,4 +225,7 @@ class LiveRun:
             return []
         first = session.revision - new + 1
         tail = events[len(events) - new :]
+        if self.observe is not None:
+            for event in tail:
+                self.observe(event)
         return [event_frame(event, first + i, self.paths) for i, event in enumerate(tail)]

@@ -49,9 +49,25 @@ from ._http import (
     read_json,
     unavailable,
 )
-from ._live import Frame, LiveRun, SessionKey, event_frame, terminal_frame
+from ._live import (
+    MAX_BATCH,
+    Frame,
+    Gathering,
+    LiveRun,
+    SessionKey,
+    event_frame,
+    terminal_frame,
+)
 
-__all__ = ["OUTCOME_HEADER", "SSE_HEADERS", "follow", "parse_run", "pump", "start_run"]
+__all__ = [
+    "MAX_BATCH",
+    "OUTCOME_HEADER",
+    "SSE_HEADERS",
+    "follow",
+    "parse_run",
+    "pump",
+    "start_run",
+]
 
 logger = logging.getLogger("trio_agents.server")
 
@@ -248,6 +264,8 @@ async def start_run(
     runner = core.runner(plan.app_name)
     live = LiveRun(plan.key, primary)
     live.paths = core.node_paths(plan.app_name)
+    if core.traces is not None:
+        live.observe = core.traces.observe
     release = _reserve_detached(core) if plan.detach else _nothing
     owner = core.nursery if plan.detach else nursery
     assert owner is not None
@@ -373,11 +391,13 @@ async def pump(
     on_disconnect: Callable[[], None],
     ping: Callable[[], Awaitable[None]] | None = None,
     ping_interval: float = math.inf,
+    gathering: Gathering | None = None,
 ) -> bool:
     """Hand every frame to ``sink`` until the channel ends; False when the client left first.
 
     ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
-    then, so a driver still sending learns that its client is gone.
+    then, so a driver still sending learns that its client is gone. While a batch is gathered,
+    ``gathering`` shows it, so the run can add its frames there without waiting.
     """
     gone = False
     async with trio.open_nursery() as nursery:
@@ -392,7 +412,7 @@ async def pump(
 
         nursery.start_soon(watch)
         with frames:
-            await _copy(frames, sink, ping, ping_interval)
+            await _copy(frames, sink, ping, ping_interval, gathering or Gathering())
         nursery.cancel_scope.cancel(reason="the stream ended")
     return not gone
 
@@ -402,6 +422,7 @@ async def _copy(
     sink: Sink,
     ping: Callable[[], Awaitable[None]] | None,
     ping_interval: float,
+    gathering: Gathering,
 ) -> None:
     while True:
         with trio.move_on_after(ping_interval if ping else math.inf) as idle:
@@ -413,14 +434,16 @@ async def _copy(
             assert ping is not None
             await ping()
             continue
-        ended = await _gather(frames, batch)
+        gathering.batch = batch
+        try:
+            ended = await _gather(frames, batch)
+        finally:
+            gathering.batch = None
         await sink(batch)
         if ended:
             return
 
 
-MAX_BATCH = 64
-"""Frames written to the client in one piece at most."""
 GATHER_ROUNDS = 6
 """Scheduler rounds without a new frame after which the frames gathered so far are written."""
 
@@ -435,11 +458,12 @@ async def _gather(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) 
     producing the next one.
     """
     idle = 0
+    seen = len(batch)
     while len(batch) < MAX_BATCH and not batch[-1].terminal:
-        count = len(batch)
         if _take_ready(frames, batch):
             return True
-        idle = 0 if len(batch) > count else idle + 1
+        idle = 0 if len(batch) > seen else idle + 1  # the run may have added frames itself
+        seen = len(batch)
         if idle > GATHER_ROUNDS:
             break
         await trio.lowlevel.checkpoint()
@@ -531,11 +555,13 @@ class RunResponse(Response):
                 await writer.start()
                 interval = self._routes.ping_interval
                 if await pump(frames, receive, writer.write, on_disconnect=on_disconnect,
-                              ping=writer.ping, ping_interval=interval):  # fmt: skip
+                              ping=writer.ping, ping_interval=interval,
+                              gathering=live.gathering):  # fmt: skip
                     await writer.finish()
             else:
                 collector = _JsonCollector()
-                if await pump(frames, receive, collector.write, on_disconnect=on_disconnect):
+                if await pump(frames, receive, collector.write, on_disconnect=on_disconnect,
+                              gathering=live.gathering):  # fmt: skip
                     await collector.response()(scope, receive, send)
 
 

@@ -75,13 +75,14 @@ class _Run:
     """The latest model span of each agent and branch, until an event names it."""
 
 
-class TraceRecorder(BasePlugin):
-    """Records spans per session, in memory and bounded; never changes a run.
+ENDED_RUNS = 64
+"""Ended invocations whose open spans events delivered after the end can still name."""
 
-    Args:
-        max_sessions: sessions whose spans are kept (the least recently traced go first).
-        max_spans: finished spans kept per session (the oldest go first).
-    """
+
+class SpanRecorder(BasePlugin):
+    """Records spans per session from the agent, model and tool hooks; :meth:`observe` links
+    them to the events they produced. The server calls it for each event it serves, so runs
+    need no ``on_event`` hook (they commit each event as it is emitted)."""
 
     def __init__(self, *, max_sessions: int = 64, max_spans: int = 2000) -> None:
         super().__init__("trace_recorder")
@@ -91,6 +92,7 @@ class TraceRecorder(BasePlugin):
             collections.OrderedDict()
         )
         self._runs: dict[str, _Run] = {}
+        self._ended: collections.OrderedDict[str, _Run] = collections.OrderedDict()
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -148,6 +150,9 @@ class TraceRecorder(BasePlugin):
         run = self._runs.pop(ctx.invocation_id, None)
         if run is None:
             return
+        self._ended[ctx.invocation_id] = run  # events delivered after the end still link
+        while len(self._ended) > ENDED_RUNS:
+            self._ended.popitem(last=False)
         for span in [*run.models.values(), *run.tools.values()]:
             if span.end_time is None:
                 self._finish(run, span, error or "cancelled")
@@ -157,10 +162,12 @@ class TraceRecorder(BasePlugin):
 
     # -- run hooks ---------------------------------------------------------------------------------
 
-    async def on_event_callback(
-        self, *, invocation_context: InvocationContext, event: Event
-    ) -> None:
-        run = self._run(invocation_context)
+    def observe(self, event: Event) -> None:
+        """Name ``event`` in the tool span it answers and the model span it came from."""
+        invocation_id = event.invocation_id
+        run = self._runs.get(invocation_id) or self._ended.get(invocation_id)
+        if run is None or not (run.tools or run.last_model):
+            return
         for response in event.get_function_responses():
             span = run.tools.get(response.id or "")
             if span is not None:
@@ -298,6 +305,21 @@ class TraceRecorder(BasePlugin):
         if result is not None:
             span.attributes["gen_ai.tool.call.result"] = _plain(result)
         self._finish(run, span, error)  # kept in run.tools: the response event names it later
+
+
+class TraceRecorder(SpanRecorder):
+    """Records spans per session, in memory and bounded; never changes a run. A plugin of any
+    Runner: its ``on_event`` hook links spans to the events they produced.
+
+    Args:
+        max_sessions: sessions whose spans are kept (the least recently traced go first).
+        max_spans: finished spans kept per session (the oldest go first).
+    """
+
+    async def on_event_callback(
+        self, *, invocation_context: InvocationContext, event: Event
+    ) -> None:
+        self.observe(event)
 
 
 def _request_details(request: Any) -> dict[str, Any]:
