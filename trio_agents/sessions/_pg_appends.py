@@ -8,15 +8,14 @@ session row as the batch's earlier appends left it: an append through a stale sn
 session deleted meanwhile, is refused alone and nothing of it is written. The accepted ones are
 written by one statement for the whole batch (every event, every session row, every app and user
 row it changed). So a batch is four round trips (``BEGIN``, the locks, the writes, ``COMMIT``;
-one more for app and one for user state when a delta has such keys) whatever its size. Values
-travel as binary arrays; state deltas are merged in Python (JSON numbers keep their exact type,
-which JSONB would not).
+one more for app and one for user state when a delta has such keys) whatever its size. State
+deltas are merged in Python (JSON numbers keep their exact type, which JSONB would not).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -92,9 +91,9 @@ def write_batch(conn: Any, appends: Sequence[Append]) -> list[outcome.Outcome[in
 
 def _lock_sessions(conn: Any, keys: list[Key], own: set[Key]) -> dict[Key, _Locked]:
     """Lock the batch's sessions, in key order; read the state of those an append changes."""
-    columns = (*_columns(keys, 3), [key in own for key in keys])
-    rows = conn.execute(_LOCK_SESSIONS, columns).fetchall()
-    return {(app, user, id_): _Locked(text, revision) for app, user, id_, revision, text in rows}
+    rows = [(*key, key in own) for key in keys]
+    found = _execute(conn, _LOCK_SESSIONS, rows, _SESSION_KEY).fetchall()
+    return {(app, user, id_): _Locked(text, revision) for app, user, id_, revision, text in found}
 
 
 def _lock_scope(
@@ -103,8 +102,8 @@ def _lock_scope(
     """Lock the app or user rows ``keys`` (created empty if missing), in key order."""
     if not keys:
         return {}
-    rows = conn.execute(query, _columns(keys, len(keys[0]))).fetchall()
-    return {tuple(row[:-1]): _Locked(row[-1]) for row in rows}
+    found = _execute(conn, query, keys, ("text",) * len(keys[0])).fetchall()
+    return {tuple(row[:-1]): _Locked(row[-1]) for row in found}
 
 
 def _accept(
@@ -133,6 +132,9 @@ def _accept(
     return session.revision
 
 
+Part = tuple[str, list[tuple[Any, ...]], tuple[str, ...]]  # a query, its rows, their types
+
+
 def _write(
     conn: Any,
     accepted: list[Append],
@@ -142,72 +144,88 @@ def _write(
 ) -> None:
     """One statement: the accepted appends' events, in the batch's order, and the rows they
     changed."""
-    events = [(*a.key, a.event.timestamp, a.body) for a in accepted]
-    changed = [(*k, r.revision, r.updated, _dumped(r)) for k, r in sessions.items()]
-    parts = [_INSERT_EVENTS]
-    params: list[Any] = [*_columns(events, 5)]
-    for part, rows in ((_UPDATE_APPS, app_rows), (_UPDATE_USERS, user_rows)):
-        scopes = [(*k, _dumped(row)) for k, row in rows.items() if row.merged is not None]
-        if scopes:
-            parts.append(part)
-            params.extend(_columns(scopes, len(scopes[0])))
-    query = "WITH " + ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts))
-    conn.execute(f"{query} {_UPDATE_SESSIONS}", (*params, *_columns(changed, 6)))
+    parts: list[Part] = [
+        (_INSERT_EVENTS, [(*a.key, a.event.timestamp, a.body) for a in accepted], _EVENT)
+    ]
+    for query, rows, casts in ((_UPDATE_APPS, app_rows, _APP), (_UPDATE_USERS, user_rows, _USER)):
+        changed = [(*k, _dumped(row)) for k, row in rows.items() if row.merged is not None]
+        if changed:
+            parts.append((query, changed, casts))
+    touched = [(*k, r.revision, r.updated, _dumped(r)) for k, r in sessions.items()]
+    *ctes, main = [_filled(part) for part in [*parts, (_UPDATE_SESSIONS, touched, _SESSION)]]
+    withs = ", ".join(f"w{i} AS ({query})" for i, (query, _) in enumerate(ctes))
+    conn.execute(f"WITH {withs} {main[0]}", [p for _, params in [*ctes, main] for p in params])
+
+
+def _filled(part: Part) -> tuple[str, list[Any]]:
+    """The query of ``part`` reading its rows, and its parameters."""
+    query, rows, casts = part
+    source, params = _source(rows, casts)
+    return query.format(rows=source), params
+
+
+def _source(rows: list[tuple[Any, ...]], casts: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """A table of ``rows`` of the types ``casts`` for a query, and its parameters: one row as
+    plain parameters, several as one array per column (``unnest``; in binary, where a text
+    array of JSON would be quoted and escaped), so a query's text does not depend on the
+    number of rows and is prepared once."""
+    if len(rows) == 1:
+        return "(VALUES (" + ", ".join(f"%s::{cast}" for cast in casts) + "))", list(rows[0])
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    return "unnest(" + ", ".join(f"%b::{cast}[]" for cast in casts) + ")", columns
 
 
 def _dumped(row: _Locked) -> str | None:
     return None if row.merged is None else json.dumps(row.merged)
 
 
-def _columns(rows: Iterable[tuple[Any, ...]], width: int) -> tuple[list[Any], ...]:
-    """Rows as ``width`` column lists (the arrays ``unnest`` takes back apart)."""
-    columns: tuple[list[Any], ...] = tuple([] for _ in range(width))
-    for row in rows:
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
-    return columns
+def _execute(conn: Any, query: str, rows: list[tuple[Any, ...]], casts: tuple[str, ...]) -> Any:
+    """``query`` reading ``rows`` as its table ``k``."""
+    return conn.execute(*_filled((query, rows, casts)))
 
 
-# Arrays are sent in binary (``%b``): text arrays of JSON would each be quoted and escaped.
+# The types of the rows of each query (its table ``k``, see ``_source``).
+_SESSION_KEY = ("text", "text", "text", "boolean")
+_EVENT = ("text", "text", "text", "float8", "text")
+_APP = ("text", "text")
+_USER = ("text", "text", "text")
+_SESSION = ("text", "text", "text", "bigint", "float8", "text")
+
 _LOCK_SESSIONS = (
     "SELECT s.app_name, s.user_id, s.id, s.revision, CASE WHEN k.own THEN s.state END"
-    " FROM trio_agents_sessions s"
-    " JOIN unnest(%b::text[], %b::text[], %b::text[], %b::bool[]) AS k(app_name, user_id, id, own)"
+    " FROM trio_agents_sessions s JOIN {rows} AS k(app_name, user_id, id, own)"
     " ON s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id"
     " ORDER BY s.app_name, s.user_id, s.id FOR UPDATE OF s"
 )
 # A missing row is inserted, an existing one locked by a no-op update: one statement either way.
 _LOCK_APPS = (
     "INSERT INTO trio_agents_app_state (app_name, state)"
-    " SELECT app_name, '{}' FROM unnest(%b::text[]) AS k(app_name)"
+    " SELECT app_name, '{{}}' FROM {rows} AS k(app_name)"
     " ON CONFLICT (app_name) DO UPDATE SET state = trio_agents_app_state.state"
     " RETURNING app_name, state"
 )
 _LOCK_USERS = (
     "INSERT INTO trio_agents_user_state (app_name, user_id, state)"
-    " SELECT app_name, user_id, '{}' FROM unnest(%b::text[], %b::text[]) AS k(app_name, user_id)"
+    " SELECT app_name, user_id, '{{}}' FROM {rows} AS k(app_name, user_id)"
     " ON CONFLICT (app_name, user_id) DO UPDATE SET state = trio_agents_user_state.state"
     " RETURNING app_name, user_id, state"
 )
 _INSERT_EVENTS = (
     "INSERT INTO trio_agents_events (app_name, user_id, session_id, timestamp, body)"
-    " SELECT app_name, user_id, id, ts, body"
-    " FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[], %b::text[])"
-    " WITH ORDINALITY AS k(app_name, user_id, id, ts, body, n) ORDER BY n"
+    " SELECT * FROM {rows} AS k(app_name, user_id, id, timestamp, body)"
 )
 _UPDATE_APPS = (
     "UPDATE trio_agents_app_state s SET state = k.state"
-    " FROM unnest(%b::text[], %b::text[]) AS k(app_name, state) WHERE s.app_name = k.app_name"
+    " FROM {rows} AS k(app_name, state) WHERE s.app_name = k.app_name"
 )
 _UPDATE_USERS = (
     "UPDATE trio_agents_user_state s SET state = k.state"
-    " FROM unnest(%b::text[], %b::text[], %b::text[]) AS k(app_name, user_id, state)"
+    " FROM {rows} AS k(app_name, user_id, state)"
     " WHERE s.app_name = k.app_name AND s.user_id = k.user_id"
 )
 _UPDATE_SESSIONS = (
     "UPDATE trio_agents_sessions s SET revision = k.revision, updated = k.updated,"
     " state = COALESCE(k.state, s.state)"
-    " FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::float8[], %b::text[])"
-    " AS k(app_name, user_id, id, revision, updated, state)"
+    " FROM {rows} AS k(app_name, user_id, id, revision, updated, state)"
     " WHERE s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id"
 )
