@@ -206,6 +206,21 @@ async def test_appends_queued_behind_a_batch_go_together_and_refusals_fail_alone
     assert twins_back.state["user:last"] == winner
 
 
+async def one_poisoned_in_a_batch(
+    dsn: str, service: PostgresSessionService, sessions: list[Session]
+) -> Outcomes:
+    """An append to each of ``sessions`` in one batch, the third one's event holding "poison"."""
+    outcomes_of = Outcomes()
+
+    def appends(nursery: trio.Nursery) -> None:
+        for i, session in enumerate(sessions):
+            label = "poison" if i == 2 else f"fine{i}"
+            nursery.start_soon(outcomes_of.append, service, label, session)
+
+    await behind_a_blocker(dsn, service, appends)
+    return outcomes_of
+
+
 async def test_a_statement_failing_a_batch_fails_only_its_append(dsn: str) -> None:
     """The database refuses one event of a batch (a constraint added for the test): the batch is
     rolled back and each of its appends tried alone, so only that one fails."""
@@ -216,15 +231,8 @@ async def test_a_statement_failing_a_batch_fails_only_its_append(dsn: str) -> No
             "ALTER TABLE trio_agents_events ADD CONSTRAINT no_poison"
             " CHECK (body NOT LIKE '%poison%')",
         )
-        outcomes_of = Outcomes()
-
-        def appends(nursery: trio.Nursery) -> None:
-            for i, session in enumerate(sessions):
-                label = "poison" if i == 2 else f"fine{i}"
-                nursery.start_soon(outcomes_of.append, service, label, session)
-
         before = service._appends.transactions
-        await behind_a_blocker(dsn, service, appends)
+        outcomes_of = await one_poisoned_in_a_batch(dsn, service, sessions)
         assert service._appends.transactions - before == 1 + 1 + 5  # blocker, batch, each alone
     assert isinstance(outcomes_of.got.pop("poison"), psycopg.errors.CheckViolation)
     assert outcomes_of.got == {f"fine{i}": 1 for i in (0, 1, 3, 4)}
@@ -246,14 +254,7 @@ async def test_a_failed_commit_fails_every_append_of_its_batch_and_stores_none(d
             " CREATE CONSTRAINT TRIGGER poisoned AFTER INSERT ON trio_agents_events"
             " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION poisoned()",
         )
-        outcomes_of = Outcomes()
-
-        def appends(nursery: trio.Nursery) -> None:
-            for i, session in enumerate(sessions):
-                label = "poison" if i == 2 else f"fine{i}"
-                nursery.start_soon(outcomes_of.append, service, label, session)
-
-        await behind_a_blocker(dsn, service, appends)
+        outcomes_of = await one_poisoned_in_a_batch(dsn, service, sessions)
         # The connection works on: the next append commits.
         await service.append_event(sessions[0], text_event("later", 1))
     assert len(outcomes_of.got) == 5
