@@ -153,8 +153,10 @@ class PostgresSessionService(SqlSessionService):
         """Close the appends' connection and the pool (waiting for what is in flight), and the
         shared lock connections."""
         try:
-            await self._appends.aclose()
-            await trio.to_thread.run_sync(self._pool.close)
+            try:
+                await self._appends.aclose()
+            finally:
+                await trio.to_thread.run_sync(self._pool.close)
         finally:
             await self._shared.aclose()
 
