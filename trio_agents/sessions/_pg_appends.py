@@ -26,7 +26,7 @@ from .._events import Event
 from .._serde import load_stored
 from .._state import split_state_delta
 
-__all__ = ["Append", "write_batch"]
+__all__: list[str] = []  # internal: the PostgreSQL session service's group commit
 
 Key = tuple[str, str, str]
 

@@ -33,7 +33,7 @@ import trio
 from .._errors import StoreUnavailableError
 from ._pg_appends import Append, write_batch
 
-__all__ = ["DEFAULT_MAX_BATCH", "AppendBatcher"]
+__all__: list[str] = []  # internal: used by the PostgreSQL session service
 
 DEFAULT_MAX_BATCH = 256
 """The most appends one transaction takes by default."""
