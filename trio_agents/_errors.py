@@ -134,7 +134,8 @@ class SessionBusyError(SessionError):
 
 
 class StoreUnavailableError(SessionError):
-    """The session store cannot take another run now (its connections are all in use).
+    """The session store cannot take another run now (its connections are all in use), or
+    could not commit an append (the message says whether the event may have been stored).
 
     Worth retrying shortly; the HTTP server answers it with 503 and ``Retry-After``.
     """

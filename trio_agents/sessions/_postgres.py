@@ -3,9 +3,10 @@
 Queries run on a psycopg connection pool in worker threads, at most ``max_size`` at a time (the
 rest queue in Trio, where they can be cancelled). Cancelling a waiting caller asks the server to
 cancel its statement, so the caller is released promptly and the transaction rolls back; a
-transaction that committed anyway returns its result. Every append is one transaction whose
-first statement bumps the session's revision only if the snapshot's revision is still current,
-then folds the delta into session, user and app state. The service keeps the histories it has
+transaction that committed anyway returns its result. Appends are group-committed on a connection
+of their own (:mod:`._pg_batch`): those made while a transaction of appends is in flight share the
+next one, each checked against its session's revision and refused alone when stale, and no caller
+hears back before the ``COMMIT`` holding its event. The service keeps the histories it has
 read (:mod:`._event_cache`): reading a session again parses only the events committed since, in
 one repeatable-read snapshot. Runs on one session are exclusive across processes through an
 advisory lock held on a connection of its own: it is released when the run ends or the process
@@ -22,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import attrs
 import outcome
@@ -32,13 +33,11 @@ from .._errors import (
     ConfigurationError,
     SessionBusyError,
     SessionExistsError,
-    SessionNotFoundError,
-    StaleSessionError,
     StoreUnavailableError,
 )
 from .._events import Event
 from .._serde import load_stored
-from .._state import merged_state, split_state_delta
+from .._state import merged_state
 from ._base import EventLog, GetSessionConfig, Session
 from ._event_cache import (
     DEFAULT_CACHED_SESSIONS,
@@ -46,6 +45,8 @@ from ._event_cache import (
     Fresh,
     read_fresh,
 )
+from ._pg_appends import Append
+from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
 from ._pg_locks import SharedLockConnections, open_lock_connection
 from ._sql import Job, Scopes, SqlSessionService
 
@@ -106,6 +107,10 @@ class PostgresSessionService(SqlSessionService):
     The histories of the ``cached_sessions`` most recently read sessions stay in memory, so
     ``get_session`` on one of them reads and parses only the events committed since (by any
     process); ``cached_sessions=0`` reads every history whole.
+
+    Appends are group-committed on a connection of their own (besides the pool's): appends made
+    while a transaction of appends is in flight share the next one, at most ``max_batch`` each
+    (``max_batch=1``: every append is a transaction of its own).
     """
 
     def __init__(
@@ -116,6 +121,7 @@ class PostgresSessionService(SqlSessionService):
         max_size: int = 10,
         cached_sessions: int = DEFAULT_CACHED_SESSIONS,
         max_lock_connections: int = DEFAULT_MAX_LOCK_CONNECTIONS,
+        max_batch: int = DEFAULT_MAX_BATCH,
     ) -> None:
         if psycopg is None:
             raise ConfigurationError(
@@ -128,7 +134,10 @@ class PostgresSessionService(SqlSessionService):
             raise ConfigurationError(
                 f"max_lock_connections must be >= 1, got {max_lock_connections}"
             )
+        if max_batch < 1:
+            raise ConfigurationError(f"max_batch must be >= 1, got {max_batch}")
         super().__init__()
+        self._appends = AppendBatcher(functools.partial(psycopg.connect, dsn), max_batch)
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
         self._shared = SharedLockConnections(self._connect)
         self.dsn = dsn
@@ -141,9 +150,13 @@ class PostgresSessionService(SqlSessionService):
         self._cache = EventCache(cached_sessions)
 
     async def aclose(self) -> None:
-        """Close the pool (waiting for queries in flight) and the shared lock connections."""
+        """Close the appends' connection and the pool (waiting for what is in flight), and the
+        shared lock connections."""
         try:
-            await trio.to_thread.run_sync(self._pool.close)
+            try:
+                await self._appends.aclose()
+            finally:
+                await trio.to_thread.run_sync(self._pool.close)
         finally:
             await self._shared.aclose()
 
@@ -157,9 +170,12 @@ class PostgresSessionService(SqlSessionService):
     # -- running queries --------------------------------------------------------------------
 
     async def _run(self, fn: Job[T], *, batched: bool = False) -> T:
-        """``fn(connection)`` in one transaction on a pooled connection, in a worker thread
-        (appends are not batched: each has its own transaction)."""
+        """``fn(connection)`` in one transaction on a pooled connection, in a worker thread;
+        an append (``batched``) is group-committed with the appends made beside it."""
         await self._ensure_open()
+        if batched and isinstance(fn, Append):
+            revision: Any = await self._appends.commit(fn)
+            return revision  # type: ignore[no-any-return]
         async with self._slots:
             take = functools.partial(_from_pool, self._pool)
             return await _cancellable(take, self._pool.putconn, fn)
@@ -234,11 +250,7 @@ class PostgresSessionService(SqlSessionService):
         return delete
 
     def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
-        def append(conn: Any) -> int:
-            _append(conn, key, revision, event, body)
-            return revision + 1
-
-        return append
+        return Append(key, revision, event, body)
 
     # -- exclusivity across processes --------------------------------------------------------
 
@@ -582,48 +594,6 @@ def _merge_row(
     (current,) = conn.execute(f"SELECT state FROM {table} WHERE {where} FOR UPDATE", key).fetchone()
     merged = {**load_stored(current), **delta}
     conn.execute(f"UPDATE {table} SET state = %s WHERE {where}", (json.dumps(merged), *key))
-
-
-_APPEND = (
-    "WITH bumped AS (UPDATE trio_agents_sessions SET revision = revision + 1, updated = %s,"
-    " state = COALESCE(%s, state) WHERE app_name = %s AND user_id = %s AND id = %s"
-    " AND revision = %s RETURNING app_name, user_id, id)"
-    " INSERT INTO trio_agents_events (app_name, user_id, session_id, timestamp, body)"
-    " SELECT app_name, user_id, id, %s, %s FROM bumped"
-)
-
-
-def _append(conn: Any, key: Key, revision: int, event: Event, body: str) -> None:
-    """Commit ``event``: the revision check is the first write's condition (a concurrent append
-    waits for the row lock, then finds the revision moved and fails)."""
-    app, user, own = split_state_delta(event.actions.state_delta)
-    state = None
-    if own:
-        row = conn.execute(
-            "SELECT state FROM trio_agents_sessions WHERE app_name = %s AND user_id = %s"
-            " AND id = %s AND revision = %s FOR UPDATE",
-            (*key, revision),
-        ).fetchone()
-        if row is None:
-            _refuse(conn, key, revision)
-        state = json.dumps({**load_stored(row[0]), **own})
-    written = conn.execute(
-        _APPEND, (event.timestamp, state, *key, revision, event.timestamp, body)
-    ).rowcount
-    if not written:
-        _refuse(conn, key, revision)
-    _merge_scopes(conn, key[0], key[1], app, user)
-
-
-def _refuse(conn: Any, key: Key, revision: int) -> NoReturn:
-    row = conn.execute(
-        "SELECT revision FROM trio_agents_sessions WHERE app_name = %s AND user_id = %s"
-        " AND id = %s",
-        key,
-    ).fetchone()
-    if row is None:
-        raise SessionNotFoundError(key[2])
-    raise StaleSessionError(key[2], expected=revision, actual=row[0])
 
 
 _SESSION_QUERY = (
