@@ -51,6 +51,12 @@ async def test_stdio_mcp_server_with_the_sdk_client() -> None:
             assert by_name["mcp_echo"].input_schema["required"] == ["message"]
             assert await _ask(session, "hi") == "echo: hi (turn 1)"
             assert await _ask(session, "again") == "echo: again (turn 2)"
+            # an app given as an App runs whole: its plugin answers for its agent
+            plugged = await session.call_tool("mcp_plugged", {"message": "hi"})
+            assert not plugged.is_error, plugged
+            assert [block.text for block in plugged.content] == [  # type: ignore[union-attr]
+                "answered by the plugin stamp"
+            ]
         async with stdio_client(params) as (read, write), ClientSession(read, write) as other:
             await other.initialize()
             assert await _ask(other, "new client") == "echo: new client (turn 1)"

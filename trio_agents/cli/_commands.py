@@ -17,7 +17,7 @@ from .._version import __version__
 from ..agents import BaseAgent
 from ._chat import chat
 from ._load import load_apps
-from ._services import Services, open_services
+from ._services import open_services, runner_for
 
 __all__ = ["cli"]
 
@@ -206,18 +206,6 @@ async def _session(runner: Runner, user_id: str, session_id: str | None) -> tupl
     return created.id, 0
 
 
-def _runner(app_name: str, agent: BaseAgent | App, services: Services) -> Runner:
-    """A Runner of the agent, or of the app (its plugins and resumability) under ``app_name``."""
-    stores = {
-        "session_service": services.sessions,
-        "artifact_service": services.artifacts,
-        "memory_service": services.memory,
-    }
-    if isinstance(agent, App):
-        return Runner(app=attrs.evolve(agent, name=app_name), **stores)
-    return Runner(agent=agent, app_name=app_name, **stores)
-
-
 async def _run(
     app_name: str,
     agent: BaseAgent | App,
@@ -234,7 +222,7 @@ async def _run(
             artifacts=uris["artifact_service"] or "memory://",
             memory=uris["memory_service"],
         ) as services,
-        _runner(app_name, agent, services) as runner,
+        runner_for(app_name, agent, services) as runner,
     ):
         sid, index = await _session(runner, user_id, session_id)  # numbers: places in history
         if interactive:

@@ -9,8 +9,8 @@ import click
 import trio
 
 from .._runner import Runner
-from ._load import load_agents
-from ._services import open_services
+from ._load import load_apps
+from ._services import open_services, runner_for
 
 __all__ = ["serve_mcp"]
 
@@ -23,7 +23,7 @@ def serve_mcp(target: str, *, http: bool, host: str, port: int, uris: dict[str, 
         raise click.ClickException(
             f"this command needs the 'mcp' extra: pip install 'trio_agents[mcp]' ({exc})"
         ) from exc
-    apps = load_agents(target)
+    apps = load_apps(target)
 
     async def main() -> None:
         async with open_services(
@@ -31,16 +31,7 @@ def serve_mcp(target: str, *, http: bool, host: str, port: int, uris: dict[str, 
             artifacts=uris["artifact_service"] or "memory://",
             memory=uris["memory_service"],
         ) as services:
-            runners = [
-                Runner(
-                    agent=agent,
-                    app_name=name,
-                    session_service=services.sessions,
-                    artifact_service=services.artifacts,
-                    memory_service=services.memory,
-                )
-                for name, agent in apps.items()
-            ]
+            runners = [runner_for(name, found, services) for name, found in apps.items()]
             if not http:
                 await serve(runners, transport="stdio")
                 return

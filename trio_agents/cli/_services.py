@@ -11,11 +11,14 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
+from .._app import App
 from .._errors import ConfigurationError, TrioAgentsError
+from .._runner import Runner
+from ..agents import BaseAgent
 from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..sessions import InMemorySessionService, SessionService
 
-__all__ = ["Services", "open_services"]
+__all__ = ["Services", "open_services", "runner_for"]
 
 
 @attrs.frozen
@@ -135,3 +138,15 @@ def _redacted(uri: str) -> str:
         return uri
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return parts._replace(netloc=netloc).geturl()
+
+
+def runner_for(app_name: str, agent: BaseAgent | App, services: Services) -> Runner:
+    """A Runner of the agent, or of the app (its plugins and resumability) under ``app_name``."""
+    stores = {
+        "session_service": services.sessions,
+        "artifact_service": services.artifacts,
+        "memory_service": services.memory,
+    }
+    if isinstance(agent, App):
+        return Runner(app=attrs.evolve(agent, name=app_name), **stores)
+    return Runner(agent=agent, app_name=app_name, **stores)
