@@ -70,6 +70,29 @@ async def test_a_signal_reaches_a_listener_of_the_same_schema(dsn: str) -> None:
     assert got == ['{"op": "x"}']
 
 
+async def test_signals_sent_together_reach_a_listener_in_order(dsn: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    messages = [json.dumps({"op": "x", "n": n}) for n in range(40)]
+    async with PostgresSessionService(dsn) as service:
+        channel = await service.signal_channel()
+        listener = await trio.to_thread.run_sync(
+            lambda: psycopg.connect(service.dsn, autocommit=True)
+        )
+        try:
+            listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+            await trio.to_thread.run_sync(listener.execute, listen)
+            await service.signal(*messages[:30])
+            await service.signal(*messages[30:])
+            got = await trio.to_thread.run_sync(
+                lambda: [n.payload for n in listener.notifies(timeout=10, stop_after=40)]
+            )
+        finally:
+            await trio.to_thread.run_sync(listener.close)
+    assert got == messages
+
+
 class FakeRun:
     def __init__(self, invocation_id: str) -> None:
         self.invocation_id = invocation_id

@@ -38,6 +38,8 @@ RECONNECT_WAIT = 1.0
 """Seconds before the listener connects again after losing its connection."""
 OUTBOX = 4096
 """Announcements waiting to be sent at most (more are dropped, with a warning)."""
+SIGNALS_AT_ONCE = 256
+"""Announcements sent in one transaction at most."""
 PENDING_CANCELS = 1024
 """Cancels remembered for runs this process has not registered yet."""
 MAX_MESSAGE = 7000
@@ -113,9 +115,16 @@ class PostgresCluster(LocalCluster):
             task_status.started()
 
     async def _send_all(self) -> None:
+        """Send the messages, those queued meanwhile together (one transaction for the lot)."""
         async for message in self._outgoing:
+            messages = [message]
+            while len(messages) < SIGNALS_AT_ONCE:
+                try:
+                    messages.append(self._outgoing.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
             try:
-                await self._service.signal(message)
+                await self._service.signal(*messages)
             except Exception as exc:  # the store is down: followers fall back on the lease
                 logger.warning("could not notify the other servers (%s)", exc)
 

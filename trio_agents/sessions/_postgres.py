@@ -318,10 +318,16 @@ class PostgresSessionService(SqlSessionService):
         """The name of the ``LISTEN``/``NOTIFY`` channel of this database schema's servers."""
         return _channel(await self._ensure_open())
 
-    async def signal(self, message: str) -> None:
-        """``NOTIFY`` ``message`` (at most 8000 bytes) on :meth:`signal_channel`."""
+    async def signal(self, *messages: str) -> None:
+        """``NOTIFY`` each of ``messages`` (at most 8000 bytes each) on :meth:`signal_channel`,
+        in order, in one transaction (PostgreSQL delivers identical ones once)."""
         channel = await self.signal_channel()
-        await self._run(lambda conn: conn.execute("SELECT pg_notify(%s, %s)", (channel, message)))
+
+        def notify(conn: Any) -> None:
+            for message in messages:
+                conn.execute("SELECT pg_notify(%s, %s)", (channel, message))
+
+        await self._run(notify)
 
     @contextlib.asynccontextmanager
     async def _lock_slot(self, session_id: str, wait: bool) -> AsyncIterator[None]:
