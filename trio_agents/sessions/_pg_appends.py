@@ -144,9 +144,8 @@ def _write(
 ) -> None:
     """One statement: the accepted appends' events, in the batch's order, and the rows they
     changed."""
-    parts: list[Part] = [
-        (_INSERT_EVENTS, [(*a.key, a.event.timestamp, a.body) for a in accepted], _EVENT)
-    ]
+    insert = _INSERT_EVENT if len(accepted) == 1 else _INSERT_EVENTS
+    parts: list[Part] = [(insert, [(*a.key, a.event.timestamp, a.body) for a in accepted], _EVENT)]
     for query, rows, casts in ((_UPDATE_APPS, app_rows, _APP), (_UPDATE_USERS, user_rows, _USER)):
         changed = [(*k, _dumped(row)) for k, row in rows.items() if row.merged is not None]
         if changed:
@@ -210,9 +209,15 @@ _LOCK_USERS = (
     " ON CONFLICT (app_name, user_id) DO UPDATE SET state = trio_agents_user_state.state"
     " RETURNING app_name, user_id, state"
 )
-_INSERT_EVENTS = (
+_INSERT_EVENT = (
     "INSERT INTO trio_agents_events (app_name, user_id, session_id, timestamp, body)"
     " SELECT * FROM {rows} AS k(app_name, user_id, id, timestamp, body)"
+)
+# Several events take their sequence numbers (the order they read back in) in the batch's order.
+_INSERT_EVENTS = (
+    "INSERT INTO trio_agents_events (app_name, user_id, session_id, timestamp, body)"
+    " SELECT app_name, user_id, id, timestamp, body FROM {rows} WITH ORDINALITY"
+    " AS k(app_name, user_id, id, timestamp, body, n) ORDER BY n"
 )
 _UPDATE_APPS = (
     "UPDATE trio_agents_app_state s SET state = k.state"
