@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,26 +10,15 @@ import pytest
 from benchmarks._harness import CheckFailed, measure
 from benchmarks._report import main_table
 from benchmarks._targets import TARGETS, evaluate
+from tests.bench_runs import run_module
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {"workload", "case", "impl", "primary", "params", "metrics", "notes"}
-
-
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_quick_workers_run_their_workloads_with_checks_on(tmp_path: Path) -> None:
     """W1 (round trip), W6 (in-memory and SQLite history) and W8 (cancellation) on trio_agents."""
     out = tmp_path / "ta.json"
-    done = _run("benchmarks._worker", "trio_agents", "--quick", "--only", "W1,W6,W8",
+    done = run_module("benchmarks._worker", "trio_agents", "--quick", "--only", "W1,W6,W8",
                 "--out", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())["results"]
@@ -49,7 +36,7 @@ def test_quick_workers_run_their_workloads_with_checks_on(tmp_path: Path) -> Non
 
 
 def test_one_command_joins_floors_and_trio_agents_and_writes_the_report(tmp_path: Path) -> None:
-    done = _run("benchmarks", "--quick", "--only", "W1,W4", "--no-adk", "--no-charts",
+    done = run_module("benchmarks", "--quick", "--only", "W1,W4", "--no-adk", "--no-charts",
                 "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "| W1 | n=100 | us_per_event |" in done.stdout
@@ -96,7 +83,7 @@ def _result(workload: str, case: str, impl: str, value: float, **extra: float) -
             "metrics": metrics, "notes": ""}  # fmt: skip
 
 
-def test_targets_are_ratios_of_medians_from_one_run() -> None:
+def test_targets_are_ratios_of_medians_from_onerun_module() -> None:
     results = [
         _result("W1", "n=1000", "trio_agents", 15.0),
         _result("W1", "n=1000", "trio.chan", 12.0),

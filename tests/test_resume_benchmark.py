@@ -3,32 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.resume import reads, table
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_runs import run_quick
 
 
 def _quick(tmp_path: Path, *extra: str) -> tuple[str, dict[str, Any]]:
-    out = tmp_path / "resume.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.resume", "--quick", "--json", str(out), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    data: dict[str, Any] = json.loads(out.read_text())
-    return done.stdout, data
+    stdout, data = run_quick("benchmarks.resume", tmp_path / "resume.json", *extra, timeout=240)
+    return stdout, data
 
 
 def _summaries(row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks._server_load import MESSAGE, _events_of_stream, _same
+from tests.bench_runs import run_quick
 
-ROOT = Path(__file__).resolve().parent.parent
 USER_EVENT = {"id": "u", "author": "user", "content": MESSAGE}
 
 
 def _quick(tmp_path: Path, *extra: str) -> list[dict[str, object]]:
-    out = tmp_path / "cells.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.server", "--quick", "--json", str(out), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    cells: list[dict[str, object]] = json.loads(out.read_text())
+    cells: list[dict[str, object]]
+    _, cells = run_quick("benchmarks.server", tmp_path / "cells.json", *extra, timeout=120)
     return cells
 
 
