@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 from hypothesis import given, settings, strategies as st
 from trio.testing import MockClock
 
@@ -91,6 +92,32 @@ async def test_signals_sent_together_reach_a_listener_in_order(dsn: str) -> None
         finally:
             await trio.to_thread.run_sync(listener.close)
     assert got == messages
+
+
+class RecordingService:
+    """Records what each ``signal`` call sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, ...]] = []
+
+    async def signal(self, *messages: str) -> None:
+        await trio.lowlevel.checkpoint()
+        self.sent.append(messages)
+
+
+async def test_announcements_queued_while_one_is_sent_go_together_in_order() -> None:
+    service = RecordingService()
+    cluster = PostgresCluster(cast(PostgresSessionService, service))
+    first = [f"m{n}" for n in range(3)]
+    for message in first:
+        cluster._outbox.send_nowait(message)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cluster._send_all)
+        await trio.testing.wait_all_tasks_blocked()
+        cluster._outbox.send_nowait("m3")
+        await trio.testing.wait_all_tasks_blocked()
+        cluster._outbox.close()
+    assert service.sent == [tuple(first), ("m3",)]
 
 
 class FakeRun:

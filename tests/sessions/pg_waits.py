@@ -21,6 +21,10 @@ _BLOCKED = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
     " AND cardinality(pg_blocking_pids(pid)) > 0 AND query LIKE %s"
 )
+_GONE = (
+    "SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = current_database()"
+    " AND application_name = %s"
+)
 _RUNNING = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
     " AND state = 'active' AND query LIKE %s"
@@ -37,6 +41,11 @@ async def until_running(dsn: str, query: str) -> None:
     await _until(dsn, _RUNNING, query + "%")
 
 
+async def until_gone(dsn: str, application_name: str) -> None:
+    """Until no connection named ``application_name`` is open on the server."""
+    await _until(dsn, _GONE, application_name)
+
+
 async def _until(dsn: str, sql: str, pattern: str) -> None:
     connect = functools.partial(psycopg.connect, dsn, autocommit=True)
     conn = await trio.to_thread.run_sync(connect)
@@ -51,4 +60,4 @@ async def _until(dsn: str, sql: str, pattern: str) -> None:
 
 
 def _count(conn: Any, sql: str, pattern: str) -> int:
-    return int(conn.execute(sql, (pattern,)).fetchone()[0])
+    return int(conn.execute(sql, (pattern,)).fetchone()[0])  # a boolean counts as 0 or 1

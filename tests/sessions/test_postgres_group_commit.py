@@ -22,7 +22,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from tests.pg_cluster import ensure_cluster
-from tests.sessions.pg_waits import until_blocked
+from tests.sessions.pg_waits import until_blocked, until_gone
 from trio_agents import (
     ConfigurationError,
     Content,
@@ -438,3 +438,24 @@ async def _cancel_after(scope: trio.CancelScope, checkpoints: int) -> None:
     for _ in range(checkpoints):
         await trio.lowlevel.checkpoint()
     scope.cancel()
+
+
+async def test_a_cancelled_close_still_closes_every_connection_of_the_service(dsn: str) -> None:
+    """The pool, the appends' connection and the shared lock connections all close, even when
+    the caller of ``aclose`` is cancelled before it starts."""
+    name = "trio_agents_close_probe"
+    service = PostgresSessionService(f"{dsn} application_name={name}")
+    session = await create(service)
+    async with service.lease(app_name=APP, user_id="u", session_id=session.id):
+        await service.append_event(session, text_event("one", 1))
+
+    def named() -> int:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            return int(conn.execute(query, (name,)).fetchone()[0])  # type: ignore[index]
+
+    assert await trio.to_thread.run_sync(named) >= 2  # the pool's and the appends' at least
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await service.aclose()
+    await until_gone(dsn, name)  # the server sees a closed connection go a moment later

@@ -151,14 +151,15 @@ class PostgresSessionService(SqlSessionService):
 
     async def aclose(self) -> None:
         """Close the appends' connection and the pool (waiting for what is in flight), and the
-        shared lock connections."""
-        try:
+        shared lock connections. Shielded: a cancelled caller still leaves nothing open."""
+        with trio.CancelScope(shield=True):
             try:
-                await self._appends.aclose()
+                try:
+                    await self._appends.aclose()
+                finally:
+                    await trio.to_thread.run_sync(self._pool.close)
             finally:
-                await trio.to_thread.run_sync(self._pool.close)
-        finally:
-            await self._shared.aclose()
+                await self._shared.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -306,7 +307,8 @@ class PostgresSessionService(SqlSessionService):
             finally:  # unlocked before the lease returns: free at once for any process
                 await shared.call(functools.partial(_unlock, lock=lock))
         finally:
-            await self._shared.give_back(shared)
+            with trio.CancelScope(shield=True):  # the error leaving the block stays the error
+                await self._shared.give_back(shared)
 
     async def lease_held(self, *, app_name: str, user_id: str, session_id: str) -> bool:
         """Whether any process on this database and schema holds the session's lease now."""
