@@ -133,7 +133,7 @@ class Invocation:
         if event.actions.state_delta and not event.partial:
             event = self._settled(event)
         event = self._with_metadata(event)
-        if self.runner.plugin_manager:
+        if self.runner.plugin_manager.sees_events:
             event = await self._on_event(event)
         if event.partial:
             return event
