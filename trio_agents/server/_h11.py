@@ -10,9 +10,11 @@ bytes of a next request that arrive meanwhile are kept for it.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import logging
 import time
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
@@ -247,7 +249,7 @@ class Exchange:
             raise RuntimeError("the response has already started")
         pairs = [(bytes(name), bytes(value)) for name, value in headers]
         pairs.append((b"date", _http_date()))
-        head = h11.Response(status_code=status, headers=pairs)
+        head = h11.Response(status_code=status, headers=pairs, reason=_reason(status))
         self.status = status
         if any(name.lower() == b"content-length" for name, _ in pairs):
             self._pending_head = head  # its body follows at once: one write for both
@@ -268,11 +270,12 @@ class Exchange:
             parts.append(h.send(h11.Data(data=body)))
         if not more:
             parts.append(h.send(h11.EndOfMessage()))
+        await self._conn.write(b"".join(parts))
+        if not more:  # only now: an app may stop sending as soon as receive() says so
             self._complete = True
             if self._watch is not None:
                 self._watch.cancel()
             self._wake_all()
-        await self._conn.write(b"".join(parts))
 
     async def _read_body(self) -> dict[str, Any]:
         conn = self._conn
@@ -381,6 +384,14 @@ class Exchange:
 
     def _target(self) -> str:
         return self._request.target.decode("ascii", "replace")
+
+
+@functools.cache
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
 
 
 def _address(sockname: Any) -> tuple[str, int] | None:

@@ -26,11 +26,13 @@ class Lifespan:
         self._to_app, self._from_server = trio.open_memory_channel[Message](1)
         self._started = trio.Event()
         self._stopped = trio.Event()
-        self._failure: str | None = None
+        self.failure: str | None = None
+        """Why the app failed to start, if it did."""
         self.state: dict[str, Any] = {}
 
-    async def run(self, *, task_status: trio.TaskStatus[dict[str, Any]]) -> None:
-        """Call the app with the lifespan scope; report its start-up through ``task_status``."""
+    async def run(self, *, task_status: trio.TaskStatus[dict[str, Any] | None]) -> None:
+        """Call the app with the lifespan scope; once it has started, report its state through
+        ``task_status`` (None if it failed to start: :meth:`check` then raises)."""
         scope = {
             "type": "lifespan",
             "asgi": {"version": "3.0", "spec_version": "2.0"},
@@ -40,9 +42,14 @@ class Lifespan:
             nursery.start_soon(self._call_app, scope)
             await self._to_app.send({"type": "lifespan.startup"})
             await self._started.wait()
-            if self._failure is not None:
-                raise ConfigurationError(f"the app failed to start: {self._failure}")
-            task_status.started(self.state)
+            if self.failure is not None:
+                nursery.cancel_scope.cancel(reason="the app failed to start")
+            task_status.started(self.state if self.failure is None else None)
+
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` if the app failed to start."""
+        if self.failure is not None:
+            raise ConfigurationError(f"the app failed to start: {self.failure}")
 
     async def shutdown(self) -> None:
         """Ask the app to shut down; return once it has (or its lifespan task ended)."""
@@ -55,11 +62,11 @@ class Lifespan:
         try:
             await self._app(scope, self._from_server.receive, self._send)
         except Exception as error:
-            if self._failure is not None:  # said so with lifespan.startup.failed
+            if self.failure is not None:  # said so with lifespan.startup.failed
                 return
             if self._started.is_set():
                 raise
-            self._failure = f"{type(error).__name__}: {error}"
+            self.failure = f"{type(error).__name__}: {error}"
         finally:
             self._started.set()
             self._stopped.set()
@@ -67,7 +74,7 @@ class Lifespan:
     async def _send(self, message: Message) -> None:
         kind = message["type"]
         if kind == "lifespan.startup.failed":
-            self._failure = message.get("message") or "lifespan.startup.failed"
+            self.failure = message.get("message") or "lifespan.startup.failed"
         if kind in ("lifespan.startup.complete", "lifespan.startup.failed"):
             self._started.set()
         elif kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):

@@ -68,23 +68,38 @@ async def serve(
     lifespan = Lifespan(app)
     async with trio.open_nursery() as nursery:
         state = await nursery.start(lifespan.run)
-        listeners = await _listen(host, port, backlog)
-        settings = ConnectionSettings(app, state, keep_alive_timeout, max_header_bytes, access_log)
-        server = ServerState()
-        handler = functools.partial(_handle, settings, server)
-        async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as accepting:
-                accepting.start_soon(
-                    functools.partial(
-                        trio.serve_listeners, handler, listeners, handler_nursery=connections
-                    )
+        if state is not None:
+            settings = ConnectionSettings(
+                app, state, keep_alive_timeout, max_header_bytes, access_log
+            )
+            listeners = await _listen(host, port, backlog)
+            task_status.started([_url(listener) for listener in listeners])
+            await _accept(settings, listeners, shutdown_trigger, graceful_timeout)
+            await lifespan.shutdown()
+    lifespan.check()
+
+
+async def _accept(
+    settings: ConnectionSettings,
+    listeners: list[trio.SocketListener],
+    shutdown_trigger: Callable[[], Awaitable[None]] | None,
+    graceful_timeout: float,
+) -> None:
+    """Serve connections until ``shutdown_trigger`` returns; then stop accepting, close the
+    idle connections and give the others ``graceful_timeout`` seconds."""
+    server = ServerState()
+    handler = functools.partial(_handle, settings, server)
+    async with trio.open_nursery() as connections:
+        async with trio.open_nursery() as accepting:
+            accepting.start_soon(
+                functools.partial(
+                    trio.serve_listeners, handler, listeners, handler_nursery=connections
                 )
-                task_status.started([_url(listener) for listener in listeners])
-                await (shutdown_trigger or trio.sleep_forever)()
-                accepting.cancel_scope.cancel()
-            server.shut_down()
-            connections.cancel_scope.deadline = trio.current_time() + graceful_timeout
-        await lifespan.shutdown()
+            )
+            await (shutdown_trigger or trio.sleep_forever)()
+            accepting.cancel_scope.cancel()
+        server.shut_down()
+        connections.cancel_scope.deadline = trio.current_time() + graceful_timeout
 
 
 def _check(
