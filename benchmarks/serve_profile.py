@@ -14,7 +14,7 @@ false``, reading the stream to its terminal frame, on the benchmark apps of
 * ``--cprofile``: the functions a served run spends its time in (``--app``, ``--mode``).
 * ``--once``: one in-process load (``--app``, ``--mode``, ``--runs``), printing wall time per run.
 
-* ``--served``: ``trio-agents api-server`` itself (Hypercorn, the dev routes, as the server
+* ``--served``: ``trio-agents api-server`` itself (its HTTP server, the dev routes, as the server
   benchmark starts it) under callgrind, driven over HTTP one run after the other, each request on
   a connection of its own: instructions per run as the marginal cost of ``--runs`` more runs
   (two server processes, 5 and 5 + ``--runs`` runs).

@@ -22,7 +22,7 @@ import attrs
 import h11
 import trio
 
-__all__ = ["ConnectionSettings", "HTTPConnection", "ServerState"]
+__all__: list[str] = []  # internal: serve() runs HTTPConnection for each connection
 
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""
@@ -32,8 +32,9 @@ KEPT_WHILE_STREAMING = 65536
 the response is complete."""
 
 LINGER = 1.0
-"""Seconds a connection closed under a client still sending is drained first, so the client
-reads the answer rather than a reset."""
+"""Seconds a connection closed under a client that may still be sending (a body not read, a
+request not understood) is drained first, so the client reads the answer rather than a
+reset."""
 
 DISCONNECT = {"type": "http.disconnect"}
 STREAM_CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -135,9 +136,10 @@ class HTTPConnection:
         await exchange.run()
         if self.settings.access_log:
             _log_access(self._client, request, exchange.status)
+        read_whole = self._request_read()
         return (
-            self.h11.our_state is h11.DONE
-            and self._request_read()
+            read_whole
+            and self.h11.our_state is h11.DONE
             and not self.peer_gone
             and not self._server.shutting_down
         )
@@ -187,7 +189,7 @@ class HTTPConnection:
         await self.write(data)
 
     async def _close(self) -> None:
-        if not self.peer_gone and self.h11.their_state not in (h11.DONE, h11.CLOSED):
+        if not self.peer_gone and self.h11.their_state in (h11.SEND_BODY, h11.ERROR):
             with trio.move_on_after(LINGER):
                 await self._drain()
         await self.stream.aclose()
