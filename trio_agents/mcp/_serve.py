@@ -101,8 +101,8 @@ async def serve(
     ``transport="stdio"`` speaks MCP on this process's stdin and stdout (so nothing else may
     print to stdout); ``"http"`` serves streamable HTTP at ``http://host:port/mcp`` with
     :func:`trio_agents.server.serve` (``task_status`` gets the bound URLs; port 0 picks a free
-    port). The runners are entered (``async with runner:``) for the server's lifetime, so their toolsets'
-    connections are shared by every call.
+    port). The runners are entered (``async with runner:``) for the server's lifetime, so their
+    toolsets' connections are shared by every call.
     """
     runners = [runners] if isinstance(runners, Runner) else list(runners)
     server = mcp_server_for(runners, name=name)
