@@ -106,3 +106,46 @@ async def test_an_app_that_fails_to_start_stops_serve() -> None:
 async def test_bad_options_are_refused(option: str, value: float) -> None:
     with pytest.raises(ConfigurationError, match=option):
         await serve(Starlette(), port=0, **{option: value})
+
+
+async def test_a_body_the_app_did_not_read_does_not_end_the_connection(
+    nursery: trio.Nursery,
+) -> None:
+    """The app answers before the body arrives; the server reads and drops the body, and the
+    connection (which the client may reuse at once) carries the next request."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 501, "headers": []})
+        await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+    host, port = await _start(nursery, app)
+    client = h11.Connection(h11.CLIENT)
+    async with await trio.open_tcp_stream(host, port) as stream:
+        for path in ("/first", "/second"):
+            head = h11.Request(
+                method="POST", target=path, headers=[("host", "x"), ("content-length", "5")]
+            )
+            await stream.send_all(client.send(head))
+            answer = await _response(client, stream)
+            await stream.send_all(client.send(h11.Data(data=b"later")))
+            client.send(h11.EndOfMessage())
+            assert answer == (501, path.encode())
+            client.start_next_cycle()
+
+
+async def _response(client: h11.Connection, stream: trio.SocketStream) -> tuple[int, bytes]:
+    status, body = 0, b""
+    while True:
+        event = client.next_event()
+        if event is h11.NEED_DATA:
+            client.receive_data(await stream.receive_some(65536))
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return status, body
+        else:
+            raise AssertionError(f"unexpected {event!r}")

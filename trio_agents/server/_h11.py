@@ -31,12 +31,17 @@ KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
 the response is complete."""
 
+DRAIN_LIMIT = 1 << 20
+"""Bytes of a request body the app left unread that are read and dropped to keep the
+connection; a longer rest closes it."""
+
 LINGER = 1.0
 """Seconds a connection closed under a client that may still be sending (a body not read, a
 request not understood) is drained first, so the client reads the answer rather than a
 reset."""
 
 DISCONNECT = {"type": "http.disconnect"}
+CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
 STREAM_CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 log = logging.getLogger("trio_agents.server")
@@ -136,23 +141,33 @@ class HTTPConnection:
         await exchange.run()
         if self.settings.access_log:
             _log_access(self._client, request, exchange.status)
-        read_whole = self._request_read()
-        return (
-            read_whole
-            and self.h11.our_state is h11.DONE
-            and not self.peer_gone
-            and not self._server.shutting_down
-        )
+        if self.h11.our_state is not h11.DONE or self.peer_gone or self._server.shutting_down:
+            self._take_buffered()  # an empty body is here already: no lingering for it
+            return False
+        return await self._read_rest()
 
-    def _request_read(self) -> bool:
-        """Whether the request is read whole: a body the app left unread must already be
-        here (an empty one is); otherwise the connection closes."""
+    def _take_buffered(self) -> None:
+        """Read what is left of the request body as far as it has arrived."""
         try:
             while self.h11.their_state is h11.SEND_BODY:
                 if self.h11.next_event() is h11.NEED_DATA:
-                    return False
+                    return
         except h11.RemoteProtocolError:
-            return False
+            return
+
+    async def _read_rest(self) -> bool:
+        """Read and drop what the app left unread of the request body (a route that answers
+        without reading it), so the connection can carry the next request; False (close) past
+        ``DRAIN_LIMIT`` bytes or ``keep_alive_timeout`` seconds, or on a bad body."""
+        dropped = 0
+        with trio.move_on_after(self.settings.keep_alive_timeout):
+            try:
+                while self.h11.their_state is h11.SEND_BODY and dropped <= DRAIN_LIMIT:
+                    event = await self.next_event()
+                    if isinstance(event, h11.Data):
+                        dropped += len(event.data)
+            except h11.RemoteProtocolError:
+                return False
         return self.h11.their_state is h11.DONE
 
     async def _next_request(self) -> h11.Request | None:
@@ -282,7 +297,7 @@ class Exchange:
     async def _read_body(self) -> dict[str, Any]:
         conn = self._conn
         if conn.h11.they_are_waiting_for_100_continue:
-            await conn.write(conn.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+            await conn.write(conn.h11.send(CONTINUE))
         try:
             event = self._stash if self._stash is not None else await conn.next_event()
             self._stash = None
