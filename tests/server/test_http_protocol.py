@@ -108,6 +108,21 @@ async def test_a_body_reaches_the_app_whole_whatever_its_framing(
         assert (await wire.response()).json()["path"] == "/health"
 
 
+async def test_a_large_body_goes_both_ways(echo: Address) -> None:
+    body = bytes(range(32, 127)) * 11_000  # about 1 MiB
+    async with Wire.open(echo) as wire:
+        await wire.send(request("POST", "/echo", body=body))
+        assert (await wire.response("POST")).json()["body"] == body.decode()
+
+
+async def test_a_request_is_answered_after_the_client_half_closes(echo: Address) -> None:
+    """A client may shut its sending side once its request is out: the answer still comes."""
+    async with Wire.open(echo) as wire:
+        await wire.send(request("POST", "/echo", body=b"abc"))
+        await wire.stream.send_eof()
+        assert (await wire.response("POST")).json()["body"] == "abc"
+
+
 async def test_a_chunked_json_body_creates_a_session(nursery: trio.Nursery) -> None:
     address = await serving(nursery, Api().app)
     body = json_body({"sessionId": "s1", "state": {"k": "v"}})
@@ -227,6 +242,13 @@ async def test_head_is_answered_without_a_body(nursery: trio.Nursery) -> None:
     assert (head.status, head.body) == (200, b"")
     assert head.headers["content-length"] == str(len(get.body))
     assert get.json() == {"status": "ok"}
+
+
+async def test_head_of_a_streamed_answer_has_no_chunks(echo: Address) -> None:
+    async with Wire.open(echo) as wire:
+        await wire.send(request("HEAD", "/chunked") + request("GET", "/echo"))
+        assert (await wire.response("HEAD")).body == b""
+        assert (await wire.response()).json()["method"] == "GET"
 
 
 async def test_http_1_0_is_answered_then_the_connection_closed(echo: Address) -> None:
