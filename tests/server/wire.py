@@ -42,12 +42,11 @@ def address_of(urls: list[str]) -> Address:
 
 @attrs.frozen
 class Reply:
-    """One whole response: status, headers (lower-case names), body, and any 1xx before it."""
+    """One whole response: status, headers (lower-case names) and body."""
 
     status: int
     headers: dict[str, str]
     body: bytes
-    informational: list[int]
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -103,19 +102,20 @@ class Wire:
     async def head(self, method: str = "GET", *headers: tuple[str, str]) -> h11.Response:
         """The head of the answer to the next request sent (see :meth:`expect`)."""
         self.expect(method, *headers)
+        return await self.final_head()
+
+    async def final_head(self) -> h11.Response:
+        """The head of the answer being read, past any 1xx."""
         while isinstance(event := await self.event(), h11.InformationalResponse):
             pass
         assert isinstance(event, h11.Response), event
         return event
 
     async def reply(self) -> Reply:
-        """The whole answer to the request :meth:`expect` announced, with the 1xx before it."""
-        informational = []
-        while isinstance(event := await self.event(), h11.InformationalResponse):
-            informational.append(event.status_code)
-        assert isinstance(event, h11.Response), event
-        headers = {name.decode(): value.decode() for name, value in event.headers}
-        return Reply(event.status_code, headers, await self.body(), informational)
+        """The whole answer to the request :meth:`expect` announced."""
+        head = await self.final_head()
+        headers = {name.decode(): value.decode() for name, value in head.headers}
+        return Reply(head.status_code, headers, await self.body())
 
     async def body(self) -> bytes:
         """The rest of the body of the response being read."""
