@@ -59,6 +59,7 @@ GARBAGE = [
     b"GET / HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n",
     b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n",
     b"\x00\x01\x02\x03\r\n\r\n",
+    b"GET / HTTP/1.1\r\n\r\n",  # no Host
 ]
 
 
@@ -124,6 +125,15 @@ async def test_a_head_over_the_default_limit_is_refused_then_closed(
     async with Wire.open(echo) as wire:
         await wire.send(request("GET", "/echo", *headers))
         await refused_then_closed(wire, 431, 400)
+    await assert_serving(echo)
+
+
+async def test_a_request_line_over_the_default_limit_is_refused_then_closed(
+    echo: Address,
+) -> None:
+    async with Wire.open(echo) as wire:
+        await wire.send(request("GET", "/" + "a" * 20_000))
+        await refused_then_closed(wire, 414, 431, 400)
     await assert_serving(echo)
 
 
@@ -227,20 +237,35 @@ async def test_two_hundred_connections_at_once_are_all_answered(echo: Address) -
 # -- failing apps ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("path", ["/boom", "/silent"])
 async def test_an_app_failing_before_answering_gets_500_and_the_server_serves_on(
-    echo: Address,
+    echo: Address, path: str
 ) -> None:
     async with Wire.open(echo) as wire:
-        await wire.send(request("GET", "/boom"))
+        await wire.send(request("GET", path))
         assert (await wire.response()).status == 500
     await assert_serving(echo)
 
 
-async def test_an_app_failing_mid_answer_never_looks_complete(echo: Address) -> None:
-    """The client must see a cut body (no last chunk), not a short but whole one."""
+@pytest.mark.parametrize("path", ["/broken", "/short"])
+async def test_an_app_failing_mid_answer_never_looks_complete(echo: Address, path: str) -> None:
+    """The client sees a cut body (no last chunk, fewer bytes than announced, then the close),
+    never a short but whole one."""
     async with Wire.open(echo) as wire:
-        await wire.send(request("GET", "/broken"))
+        await wire.send(request("GET", path))
         assert (await wire.head()).status_code == 200
         with pytest.raises((h11.RemoteProtocolError, trio.BrokenResourceError)):
             await wire.body()
+    await assert_serving(echo)
+
+
+async def test_an_app_sending_more_than_its_length_sends_nothing_past_it(echo: Address) -> None:
+    """What an app writes past its Content-Length never reaches the client as a response."""
+    async with Wire.open(echo) as wire:
+        await wire.send(request("GET", "/long"))
+        assert (await wire.head()).status_code == 200
+        with contextlib.suppress(h11.RemoteProtocolError):  # cut short: seen as broken
+            assert await wire.body() == b"0123456789"
+        rest = wire.parser.trailing_data[0] + await wire.closed()
+        assert b"smuggled" not in rest
     await assert_serving(echo)

@@ -73,6 +73,13 @@ async def test_pipelined_requests_are_answered_in_order(echo: Address) -> None:
         assert (await wire.response()).body == b"one two three"
 
 
+async def test_a_hundred_pipelined_requests_in_one_send_are_all_answered(echo: Address) -> None:
+    async with Wire.open(echo) as wire:
+        await wire.send(b"".join(request("GET", f"/echo?i={i}") for i in range(100)))
+        for index in range(100):
+            assert (await wire.response()).json()["query"] == f"i={index}"
+
+
 # -- request bodies --------------------------------------------------------------------------------
 
 BODY = b'{"text": "' + b"x" * 3000 + b'"}'

@@ -194,7 +194,9 @@ class Echo:
 
     ``/chunked`` answers ``one two three`` in three parts without a length; ``/boom`` raises
     before answering, ``/broken`` after the first part; ``/hang`` sends the first part and
-    never ends. The lifespan messages received are recorded in ``lifespan``.
+    never ends; ``/silent`` returns without answering; ``/short`` and ``/long`` send fewer or
+    more bytes than their Content-Length. The lifespan messages received are recorded in
+    ``lifespan``.
     """
 
     PARTS = (b"one ", b"two ", b"three")
@@ -214,6 +216,11 @@ class Echo:
                 break
         if scope["path"] == "/boom":
             raise RuntimeError("the app broke")
+        if scope["path"] == "/silent":
+            return
+        if scope["path"] in ("/short", "/long"):
+            await self._wrong_length(scope["path"], send)
+            return
         if scope["path"] in ("/chunked", "/broken", "/hang"):
             await self._parts(scope["path"], send)
             return
@@ -239,6 +246,12 @@ class Echo:
             if path == "/hang":
                 await trio.sleep_forever()
         await send({"type": "http.response.body", "body": b""})
+
+    async def _wrong_length(self, path: str, send: Any) -> None:
+        headers = [(b"content-length", b"10")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = b"abc" if path == "/short" else b"0123456789" + request("GET", "/smuggled")
+        await send({"type": "http.response.body", "body": body})
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
