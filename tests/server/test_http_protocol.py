@@ -15,6 +15,7 @@ from typing import Any
 import h11
 import pytest
 import trio
+import trio.testing
 
 from tests.server.helpers import Gated
 from tests.server.wire import (
@@ -378,6 +379,23 @@ async def test_shutdown_cancels_streams_closes_the_services_and_refuses_connecti
         assert plugin.closed  # the lifespan's shutdown closed the services
         with pytest.raises(OSError):
             await trio.open_tcp_stream(*address)
+
+
+async def test_a_request_in_flight_at_shutdown_is_answered_and_new_ones_refused() -> None:
+    echo = Echo()
+    server = Server(echo)
+    async with trio.open_nursery() as nursery:
+        address = await server.start(nursery)
+        async with Wire.open(address) as wire:
+            await wire.send(request("GET", "/wait"))
+            await echo.waiting.wait()
+            server.stop.set()
+            await trio.testing.wait_all_tasks_blocked()  # the server is shutting down
+            with pytest.raises(OSError):
+                await trio.open_tcp_stream(*address)
+            echo.release.set()
+            assert (await wire.response()).json()["path"] == "/wait"
+            await server.stopped()
 
 
 async def test_shutdown_ends_within_the_grace_period_a_request_that_never_ends() -> None:

@@ -194,15 +194,17 @@ class Echo:
 
     ``/chunked`` answers ``one two three`` in three parts without a length; ``/boom`` raises
     before answering, ``/broken`` after the first part; ``/hang`` sends the first part and
-    never ends; ``/silent`` returns without answering; ``/short`` and ``/long`` send fewer or
-    more bytes than their Content-Length. The lifespan messages received are recorded in
-    ``lifespan``.
+    never ends; ``/wait`` answers once ``release`` is set; ``/silent`` returns without
+    answering; ``/short`` and ``/long`` send fewer or more bytes than their Content-Length.
+    The lifespan messages received are recorded in ``lifespan``.
     """
 
     PARTS = (b"one ", b"two ", b"three")
 
     def __init__(self) -> None:
         self.lifespan: list[str] = []
+        self.waiting = trio.Event()
+        self.release = trio.Event()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -218,6 +220,9 @@ class Echo:
             raise RuntimeError("the app broke")
         if scope["path"] == "/silent":
             return
+        if scope["path"] == "/wait":
+            self.waiting.set()
+            await self.release.wait()
         if scope["path"] in ("/short", "/long"):
             await self._wrong_length(scope["path"], send)
             return
