@@ -93,6 +93,20 @@ _server_options = [
         help="connections queued before the server accepts them (more are reset)",
     ),
     click.option(
+        "--keep-alive-timeout",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(0, min_open=True),
+        help="seconds an idle connection, or one still sending its request head, is kept",
+    ),
+    click.option(
+        "--max-header-bytes",
+        default=16384,
+        show_default=True,
+        type=click.IntRange(1024),
+        help="largest request line plus headers (larger: 431, connection closed)",
+    ),
+    click.option(
         "--body-read-timeout",
         default=30.0,
         show_default=True,

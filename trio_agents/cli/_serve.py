@@ -24,7 +24,9 @@ from ..agents import BaseAgent
 from ..server import (
     DEFAULT_BACKLOG,
     DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_DETACHED_RUNS,
+    DEFAULT_MAX_HEADER_BYTES,
     UI_PATH,
     UI_PUBLIC_PATHS,
     adk_ui_routes,
@@ -50,6 +52,8 @@ class ServeOptions:
     cors_origins: Sequence[str] = ()
     graceful_timeout: float = 5.0
     backlog: int = DEFAULT_BACKLOG
+    keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
     session_service: str = "memory://"
@@ -77,6 +81,8 @@ async def serve_apps(
             shutdown_trigger=stop.wait,
             graceful_timeout=options.graceful_timeout,
             backlog=options.backlog,
+            keep_alive_timeout=options.keep_alive_timeout,
+            max_header_bytes=options.max_header_bytes,
         )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:

@@ -1,4 +1,4 @@
-"""The HTTP API (extra ``server``): ADK's ``api_server`` routes on Starlette, served by Hypercorn.
+"""The HTTP API (extra ``server``): ADK's ``api_server`` routes on Starlette, served on h11.
 
 ::
 
@@ -51,6 +51,9 @@ Refusals: 400/422 name the field (a value no store could keep, such as a lone su
 nesting deeper than 100 levels, is 400 before anything is stored); 408 a body slower than
 ``body_read_timeout``; 413 a body over ``max_body_bytes``; 409 (with ``Retry-After``) a session
 another run holds; 503 (with ``Retry-After``) more detached runs than ``max_detached_runs``.
+At the HTTP layer (:func:`serve`): 400 a request h11 cannot read, 431 a request head over
+``max_header_bytes``; a connection idle, or slow to send its head, past ``keep_alive_timeout``
+is closed.
 
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
@@ -70,15 +73,22 @@ from ._app import (
     DEFAULT_MAX_DETACHED_RUNS as DEFAULT_MAX_DETACHED_RUNS,
     create_app as create_app,
 )
-from ._serve import DEFAULT_BACKLOG as DEFAULT_BACKLOG, serve as serve
+from ._serve import (
+    DEFAULT_BACKLOG as DEFAULT_BACKLOG,
+    DEFAULT_KEEP_ALIVE_TIMEOUT as DEFAULT_KEEP_ALIVE_TIMEOUT,
+    DEFAULT_MAX_HEADER_BYTES as DEFAULT_MAX_HEADER_BYTES,
+    serve as serve,
+)
 from ._traces import TraceRecorder as TraceRecorder
 from ._ui import UI_PATH as UI_PATH, UI_PUBLIC_PATHS as UI_PUBLIC_PATHS, ui_routes as ui_routes
 
 __all__ = [
     "DEFAULT_BACKLOG",
     "DEFAULT_BODY_READ_TIMEOUT",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DETACHED_RUNS",
+    "DEFAULT_MAX_HEADER_BYTES",
     "TraceRecorder",
     "UI_PATH",
     "UI_PUBLIC_PATHS",

@@ -1,23 +1,31 @@
-"""``serve``: run an app on Hypercorn's Trio worker."""
+"""``serve``: run an ASGI app on HTTP/1.1 (h11 on Trio), with its lifespan."""
 
 from __future__ import annotations
 
 import functools
+import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
 
 from .._errors import ConfigurationError
 from ._core import ServerCore
+from ._h11 import ConnectionSettings, HTTPConnection, ServerState
+from ._lifespan import Lifespan
 
-__all__ = ["DEFAULT_BACKLOG", "serve"]
+__all__ = ["DEFAULT_BACKLOG", "DEFAULT_KEEP_ALIVE_TIMEOUT", "DEFAULT_MAX_HEADER_BYTES", "serve"]
 
 DEFAULT_BACKLOG = 2048
 """Connections the kernel queues before the server accepts them (Linux caps it at
 ``net.core.somaxconn``, 4096 by default). Past it, new connections are reset."""
+
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
+"""Seconds an idle connection (or one still sending its request head) is kept open."""
+
+DEFAULT_MAX_HEADER_BYTES = 16384
+"""The largest request line plus headers; a larger one is answered 431 and closed."""
 
 
 async def serve(
@@ -29,27 +37,94 @@ async def serve(
     access_log: bool = False,
     graceful_timeout: float = 5.0,
     backlog: int = DEFAULT_BACKLOG,
+    keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT,
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the ASGI ``app`` on ``host:port`` until cancelled or ``shutdown_trigger`` returns.
 
     Run it with ``trio.run(functools.partial(serve, app, port=8000))``, or start it in a nursery:
     ``urls = await nursery.start(functools.partial(serve, app, port=0))`` gives the bound URLs
-    (port 0 picks a free port). When ``shutdown_trigger`` returns, the runs in flight of an app
-    of :func:`create_app` are cancelled first (their streams end with ``event: cancelled``), then
-    requests get ``graceful_timeout`` seconds to finish. ``backlog`` is the listen queue: the
-    connections the kernel holds for the server to accept (a burst of more is reset).
+    (port 0 picks a free port). The app's lifespan starts before the first connection is
+    accepted and shuts down after the last one. When ``shutdown_trigger`` returns, the runs in
+    flight of an app of :func:`create_app` are cancelled first (their streams end with
+    ``event: cancelled``), the server stops accepting, idle connections close, and requests get
+    ``graceful_timeout`` seconds to finish. ``backlog`` is the listen queue: the connections the
+    kernel holds for the server to accept (a burst of more is reset). ``keep_alive_timeout`` is
+    how long a connection may sit idle, or take to send a request head, before it is closed;
+    a request head over ``max_header_bytes`` is answered 431. ``access_log`` logs a line per
+    request to the ``trio_agents.server.access`` logger (on standard output unless it has
+    handlers).
+
+    The HTTP server is trio_agents' own, on h11: HTTP/1.1 with keep-alive, pipelining,
+    chunked bodies and ``Expect: 100-continue``, and HTTP/1.0. It does not speak TLS, HTTP/2 or
+    WebSockets; put a proxy in front for TLS.
     """
-    if backlog < 1:
-        raise ConfigurationError(f"backlog must be >= 1, got {backlog}")
+    _check(backlog, keep_alive_timeout, max_header_bytes, graceful_timeout)
     if shutdown_trigger is not None:
         shutdown_trigger = functools.partial(_cancelling_runs, app, shutdown_trigger)
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.accesslog = "-" if access_log else None
-    config.graceful_timeout = graceful_timeout
-    config.backlog = backlog
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger, task_status=task_status)
+    if access_log:
+        _log_to_stdout()
+    lifespan = Lifespan(app)
+    async with trio.open_nursery() as nursery:
+        state = await nursery.start(lifespan.run)
+        listeners = await _listen(host, port, backlog)
+        settings = ConnectionSettings(app, state, keep_alive_timeout, max_header_bytes, access_log)
+        server = ServerState()
+        handler = functools.partial(_handle, settings, server)
+        async with trio.open_nursery() as connections:
+            async with trio.open_nursery() as accepting:
+                accepting.start_soon(
+                    functools.partial(
+                        trio.serve_listeners, handler, listeners, handler_nursery=connections
+                    )
+                )
+                task_status.started([_url(listener) for listener in listeners])
+                await (shutdown_trigger or trio.sleep_forever)()
+                accepting.cancel_scope.cancel()
+            server.shut_down()
+            connections.cancel_scope.deadline = trio.current_time() + graceful_timeout
+        await lifespan.shutdown()
+
+
+def _check(
+    backlog: int, keep_alive_timeout: float, max_header_bytes: int, graceful_timeout: float
+) -> None:
+    if backlog < 1:
+        raise ConfigurationError(f"backlog must be >= 1, got {backlog}")
+    if not keep_alive_timeout > 0:
+        raise ConfigurationError(f"keep_alive_timeout must be > 0, got {keep_alive_timeout}")
+    if max_header_bytes < 1024:
+        raise ConfigurationError(f"max_header_bytes must be >= 1024, got {max_header_bytes}")
+    if not graceful_timeout >= 0:
+        raise ConfigurationError(f"graceful_timeout must be >= 0, got {graceful_timeout}")
+
+
+async def _listen(host: str, port: int, backlog: int) -> list[trio.SocketListener]:
+    listeners = await trio.open_tcp_listeners(port, host=host, backlog=backlog)
+    if port == 0 and len(listeners) > 1:  # one free port, not one per address
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listeners = listeners[:1]
+    return listeners
+
+
+async def _handle(
+    settings: ConnectionSettings, server: ServerState, stream: trio.SocketStream
+) -> None:
+    await HTTPConnection(stream, settings, server).run()
+
+
+def _url(listener: trio.SocketListener) -> str:
+    host, port = listener.socket.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _log_to_stdout() -> None:
+    access = logging.getLogger("trio_agents.server.access")
+    access.setLevel(logging.INFO)
+    if not access.handlers:
+        access.addHandler(logging.StreamHandler(sys.stdout))
 
 
 async def _cancelling_runs(app: Any, trigger: Callable[[], Awaitable[None]]) -> None:

@@ -1,0 +1,412 @@
+"""HTTP/1.1 for an ASGI app on h11: one task per connection, its requests one after the other.
+
+A connection reads a request head (within ``keep_alive_timeout``), calls the app with it and
+serves the app's ``receive``/``send`` until the response is complete, then reads the next
+request on the same connection, unless either side asked to close. While the app streams its
+response, a ``receive`` call waits on the socket for the client to leave (``http.disconnect``);
+bytes of a next request that arrive meanwhile are kept for it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import attrs
+import h11
+import trio
+
+__all__ = ["ConnectionSettings", "HTTPConnection", "ServerState"]
+
+RECEIVE_SIZE = 65536
+"""Bytes asked of the socket per read."""
+
+KEPT_WHILE_STREAMING = 65536
+"""Bytes of a next request kept while a response streams; past it the socket is not read until
+the response is complete."""
+
+LINGER = 1.0
+"""Seconds a connection closed under a client still sending is drained first, so the client
+reads the answer rather than a reset."""
+
+DISCONNECT = {"type": "http.disconnect"}
+STREAM_CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+log = logging.getLogger("trio_agents.server")
+access = logging.getLogger("trio_agents.server.access")
+
+
+@attrs.frozen
+class ConnectionSettings:
+    """What every connection of one server is given."""
+
+    app: Any
+    lifespan_state: dict[str, Any]
+    keep_alive_timeout: float
+    max_header_bytes: int
+    access_log: bool
+
+
+class ServerState:
+    """Tells idle connections when the server shuts down (they close then)."""
+
+    def __init__(self) -> None:
+        self.shutting_down = False
+        self._idle: set[trio.CancelScope] = set()
+
+    def idle_scope(self, timeout: float) -> trio.CancelScope:
+        """A scope for waiting on a next request: ends at ``timeout`` or at shutdown."""
+        scope = trio.CancelScope(deadline=trio.current_time() + timeout)
+        if self.shutting_down:
+            scope.cancel()
+        return scope
+
+    def watch(self, scope: trio.CancelScope) -> None:
+        self._idle.add(scope)
+
+    def forget(self, scope: trio.CancelScope) -> None:
+        self._idle.discard(scope)
+
+    def shut_down(self) -> None:
+        """Close the idle connections now, and every other one once its response is done."""
+        self.shutting_down = True
+        for scope in self._idle:
+            scope.cancel()
+
+
+class HTTPConnection:
+    """One client connection, serving its requests in turn."""
+
+    def __init__(
+        self, stream: trio.SocketStream, settings: ConnectionSettings, server: ServerState
+    ) -> None:
+        self.stream = stream
+        self.settings = settings
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=settings.max_header_bytes)
+        self.peer_gone = False
+        self._server = server
+        self._client = _address(stream.socket.getpeername())
+        self._local = _address(stream.socket.getsockname())
+
+    async def run(self) -> None:
+        """Serve requests until either side closes; never raise (but ``Cancelled``)."""
+        try:
+            while await self._serve_one():
+                self.h11.start_next_cycle()
+        except STREAM_CLOSED:
+            self.peer_gone = True
+        except Exception:  # a bug must not take the server down with it
+            log.exception("HTTP connection from %s failed", self._client)
+        finally:
+            await self._close()
+
+    async def next_event(self) -> Any:
+        """The next h11 event of the client, reading the socket as needed."""
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            except trio.BrokenResourceError:
+                data = b""
+            self.h11.receive_data(data)
+
+    async def write(self, data: bytes) -> None:
+        """Send ``data``; a client that has left makes it a no-op (and is noted)."""
+        if self.peer_gone or not data:
+            return
+        try:
+            await self.stream.send_all(data)
+        except STREAM_CLOSED:
+            self.peer_gone = True
+
+    async def _serve_one(self) -> bool:
+        request = await self._next_request()
+        if request is None:
+            return False
+        exchange = Exchange(self, request)
+        await exchange.run()
+        if self.settings.access_log:
+            _log_access(self._client, request, exchange.status)
+        return (
+            self.h11.our_state is h11.DONE
+            and self._request_read()
+            and not self.peer_gone
+            and not self._server.shutting_down
+        )
+
+    def _request_read(self) -> bool:
+        """Whether the request is read whole: a body the app left unread must already be
+        here (an empty one is); otherwise the connection closes."""
+        try:
+            while self.h11.their_state is h11.SEND_BODY:
+                if self.h11.next_event() is h11.NEED_DATA:
+                    return False
+        except h11.RemoteProtocolError:
+            return False
+        return self.h11.their_state is h11.DONE
+
+    async def _next_request(self) -> h11.Request | None:
+        scope = self._server.idle_scope(self.settings.keep_alive_timeout)
+        self._server.watch(scope)
+        try:
+            with scope:
+                event = await self.next_event()
+        except h11.RemoteProtocolError as error:
+            await self._refuse(error)
+            return None
+        finally:
+            self._server.forget(scope)
+        if scope.cancelled_caught or not isinstance(event, h11.Request):
+            return None
+        return event
+
+    async def _refuse(self, error: h11.RemoteProtocolError) -> None:
+        """Answer a request h11 could not read, then close."""
+        status = error.error_status_hint
+        body = f'{{"detail":"bad request: {_json_text(str(error))}"}}'.encode()
+        response = h11.Response(
+            status_code=status,
+            headers=[
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        )
+        try:
+            data = self.h11.send(response) + self.h11.send(h11.Data(data=body))
+        except h11.LocalProtocolError:  # too early or too late to answer: just close
+            return
+        await self.write(data)
+
+    async def _close(self) -> None:
+        if not self.peer_gone and self.h11.their_state not in (h11.DONE, h11.CLOSED):
+            with trio.move_on_after(LINGER):
+                await self._drain()
+        await self.stream.aclose()
+
+    async def _drain(self) -> None:
+        """Half-close, then read what the client still sends until it closes too."""
+        try:
+            await self.stream.send_eof()
+            while await self.stream.receive_some(RECEIVE_SIZE):
+                pass
+        except STREAM_CLOSED:
+            pass
+
+
+class Exchange:
+    """One request and its response: the ASGI ``receive`` and ``send`` of one app call."""
+
+    def __init__(self, connection: HTTPConnection, request: h11.Request) -> None:
+        self._conn = connection
+        self._request = request
+        self.status: int | None = None
+        self._pending_head: h11.Response | None = None
+        self._complete = False
+        self._body_done = False
+        self._stash: Any = None
+        self._bad_body: str | None = None
+        self._watch: trio.CancelScope | None = None
+        self._wake: trio.Event | None = None
+        self._head_only = request.method == b"HEAD"
+
+    async def run(self) -> None:
+        """Call the app; answer 500 (or 400 for an unreadable body) if it did not answer."""
+        try:
+            await self._conn.settings.app(self._scope(), self.receive, self.send)
+        except Exception:
+            log.exception("the app failed on %s %s", self._method(), self._target())
+        if self.status is None:
+            await self._answer_instead()
+
+    async def receive(self) -> dict[str, Any]:
+        """The next body part, then (after the whole body) ``http.disconnect`` when the client
+        leaves or the response is complete."""
+        if not self._body_done:
+            return await self._read_body()
+        await self._until_disconnect()
+        return DISCONNECT
+
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "http.response.body":
+            await self._send_body(message.get("body", b""), message.get("more_body", False))
+        elif kind == "http.response.start":
+            await self._start(message["status"], message.get("headers", ()))
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r}")
+
+    async def _start(self, status: int, headers: Any) -> None:
+        if self.status is not None:
+            raise RuntimeError("the response has already started")
+        pairs = [(bytes(name), bytes(value)) for name, value in headers]
+        pairs.append((b"date", _http_date()))
+        head = h11.Response(status_code=status, headers=pairs)
+        self.status = status
+        if any(name.lower() == b"content-length" for name, _ in pairs):
+            self._pending_head = head  # its body follows at once: one write for both
+        else:  # a stream: the client sees the head now
+            await self._conn.write(self._conn.h11.send(head))
+
+    async def _send_body(self, body: bytes, more: bool) -> None:
+        if self.status is None:
+            raise RuntimeError("http.response.body before http.response.start")
+        if self._complete:
+            raise RuntimeError("the response is already complete")
+        h = self._conn.h11
+        parts = []
+        if self._pending_head is not None:
+            parts.append(h.send(self._pending_head))
+            self._pending_head = None
+        if body and not self._head_only:
+            parts.append(h.send(h11.Data(data=body)))
+        if not more:
+            parts.append(h.send(h11.EndOfMessage()))
+            self._complete = True
+            if self._watch is not None:
+                self._watch.cancel()
+            self._wake_all()
+        await self._conn.write(b"".join(parts))
+
+    async def _read_body(self) -> dict[str, Any]:
+        conn = self._conn
+        if conn.h11.they_are_waiting_for_100_continue:
+            await conn.write(conn.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        try:
+            event = self._stash if self._stash is not None else await conn.next_event()
+            self._stash = None
+            if isinstance(event, h11.Data):
+                return self._body_part(bytes(event.data), conn.h11.next_event())
+        except h11.RemoteProtocolError as error:
+            self._bad_body = str(error)
+            event = None
+        self._body_done = True
+        if isinstance(event, h11.EndOfMessage):
+            return {"type": "http.request", "body": b"", "more_body": False}
+        self._peer_left()
+        return DISCONNECT
+
+    def _body_part(self, body: bytes, following: Any) -> dict[str, Any]:
+        if isinstance(following, h11.EndOfMessage):
+            self._body_done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if following is not h11.NEED_DATA:
+            self._stash = following
+        return {"type": "http.request", "body": body, "more_body": True}
+
+    async def _until_disconnect(self) -> None:
+        """Return once the client has left or the response is complete. One caller at a time
+        watches the socket; others wait for it (and take over if it is cancelled)."""
+        while not (self._complete or self._conn.peer_gone):
+            if self._watch is not None:
+                if self._wake is None:
+                    self._wake = trio.Event()
+                await self._wake.wait()
+                continue
+            self._watch = trio.CancelScope()
+            try:
+                with self._watch:
+                    await self._watch_socket()
+            finally:
+                self._watch = None
+                self._wake_all()
+
+    def _wake_all(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+            self._wake = None
+
+    async def _watch_socket(self) -> None:
+        conn, kept = self._conn, 0
+        try:
+            while kept <= KEPT_WHILE_STREAMING:
+                data = await conn.stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    break
+                conn.h11.receive_data(data)  # the start of a next request: kept for it
+                kept += len(data)
+            else:
+                await trio.sleep_forever()  # enough kept: wait for the response to end
+        except STREAM_CLOSED:
+            pass
+        self._peer_left()
+
+    def _peer_left(self) -> None:
+        self._conn.peer_gone = True
+        self._wake_all()
+
+    async def _answer_instead(self) -> None:
+        if self._bad_body is not None:
+            status, detail = 400, f"bad request body: {self._bad_body}"
+        else:
+            status, detail = 500, "Internal Server Error"
+        body = f'{{"detail":"{_json_text(detail)}"}}'.encode()
+        await self._start(
+            status,
+            [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        )
+        await self._send_body(body, False)
+
+    def _scope(self) -> dict[str, Any]:
+        request, conn = self._request, self._conn
+        raw_path, _, query = request.target.partition(b"?")
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": request.http_version.decode("ascii"),
+            "method": self._method(),
+            "scheme": "http",
+            "path": unquote(raw_path.decode("ascii")),
+            "raw_path": raw_path,
+            "query_string": query,
+            "root_path": "",
+            "headers": list(request.headers),
+            "client": conn._client,
+            "server": conn._local,
+            "state": dict(conn.settings.lifespan_state),
+        }
+
+    def _method(self) -> str:
+        return self._request.method.decode("ascii")
+
+    def _target(self) -> str:
+        return self._request.target.decode("ascii", "replace")
+
+
+def _address(sockname: Any) -> tuple[str, int] | None:
+    if isinstance(sockname, tuple) and len(sockname) >= 2:
+        return (str(sockname[0]), int(sockname[1]))
+    return None
+
+
+def _json_text(text: str) -> str:
+    """``text`` as the inside of a JSON string (ASCII, so never a lone surrogate)."""
+    return json.dumps(text)[1:-1]
+
+
+_date_cache: tuple[int, bytes] = (0, b"")
+
+
+def _http_date() -> bytes:
+    """The ``Date`` header's value, made once a second."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, email.utils.formatdate(now, usegmt=True).encode())
+    return _date_cache[1]
+
+
+def _log_access(client: tuple[str, int] | None, request: h11.Request, status: int | None) -> None:
+    who = client[0] if client else "-"
+    line = request.method.decode("ascii") + " " + request.target.decode("ascii", "replace")
+    access.info('%s - "%s HTTP/%s" %s', who, line, request.http_version.decode(), status or "-")

@@ -1,0 +1,74 @@
+"""The ASGI lifespan protocol: start an app before serving, shut it down after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from .._errors import ConfigurationError
+
+__all__ = ["Lifespan"]
+
+Message = dict[str, Any]
+
+
+class Lifespan:
+    """Runs an ASGI app's ``lifespan`` scope in a task of its own.
+
+    ``state = await nursery.start(lifespan.run)`` returns once the app has started (its
+    ``lifespan.startup.complete``) with the lifespan state every request scope gets a copy of;
+    ``await lifespan.shutdown()`` asks the app to shut down and waits until it has.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._to_app, self._from_server = trio.open_memory_channel[Message](1)
+        self._started = trio.Event()
+        self._stopped = trio.Event()
+        self._failure: str | None = None
+        self.state: dict[str, Any] = {}
+
+    async def run(self, *, task_status: trio.TaskStatus[dict[str, Any]]) -> None:
+        """Call the app with the lifespan scope; report its start-up through ``task_status``."""
+        scope = {
+            "type": "lifespan",
+            "asgi": {"version": "3.0", "spec_version": "2.0"},
+            "state": self.state,
+        }
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._call_app, scope)
+            await self._to_app.send({"type": "lifespan.startup"})
+            await self._started.wait()
+            if self._failure is not None:
+                raise ConfigurationError(f"the app failed to start: {self._failure}")
+            task_status.started(self.state)
+
+    async def shutdown(self) -> None:
+        """Ask the app to shut down; return once it has (or its lifespan task ended)."""
+        if self._stopped.is_set():
+            return
+        await self._to_app.send({"type": "lifespan.shutdown"})
+        await self._stopped.wait()
+
+    async def _call_app(self, scope: Message) -> None:
+        try:
+            await self._app(scope, self._from_server.receive, self._send)
+        except Exception as error:
+            if self._failure is not None:  # said so with lifespan.startup.failed
+                return
+            if self._started.is_set():
+                raise
+            self._failure = f"{type(error).__name__}: {error}"
+        finally:
+            self._started.set()
+            self._stopped.set()
+
+    async def _send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "lifespan.startup.failed":
+            self._failure = message.get("message") or "lifespan.startup.failed"
+        if kind in ("lifespan.startup.complete", "lifespan.startup.failed"):
+            self._started.set()
+        elif kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            self._stopped.set()
