@@ -164,6 +164,10 @@ class HTTPConnection:
             self._server.forget(scope)
         if scope.cancelled_caught or not isinstance(event, h11.Request):
             return None
+        if _head_size(event) > self.settings.max_header_bytes:
+            # h11 bounds only a head still incomplete: one that came whole is measured here
+            await self._refuse(h11.RemoteProtocolError("request head too large", 431))
+            return None
         return event
 
     async def _refuse(self, error: h11.RemoteProtocolError) -> None:
@@ -381,6 +385,12 @@ class Exchange:
 
     def _target(self) -> str:
         return self._request.target.decode("ascii", "replace")
+
+
+def _head_size(request: h11.Request) -> int:
+    """The bytes of ``request``'s head as sent (give or take the spaces around values)."""
+    line = len(request.method) + len(request.target) + len(b"  HTTP/1.1\r\n")
+    return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
 
 
 def _address(sockname: Any) -> tuple[str, int] | None:
