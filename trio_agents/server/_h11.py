@@ -238,6 +238,8 @@ class Exchange:
         return DISCONNECT
 
     async def send(self, message: dict[str, Any]) -> None:
+        if self._bad_body is not None:  # the app saw a disconnect; the client gets a 400
+            return
         kind = message["type"]
         if kind == "http.response.body":
             await self._send_body(message.get("body", b""), message.get("more_body", False))
@@ -289,7 +291,8 @@ class Exchange:
                 return self._body_part(bytes(event.data), conn.h11.next_event())
         except h11.RemoteProtocolError as error:
             self._bad_body = str(error)
-            event = None
+            self._body_done = True
+            return DISCONNECT
         self._body_done = True
         if isinstance(event, h11.EndOfMessage):
             return {"type": "http.request", "body": b"", "more_body": False}
@@ -307,7 +310,7 @@ class Exchange:
     async def _until_disconnect(self) -> None:
         """Return once the client has left or the response is complete. One caller at a time
         watches the socket; others wait for it (and take over if it is cancelled)."""
-        while not (self._complete or self._conn.peer_gone):
+        while not (self._complete or self._conn.peer_gone or self._bad_body is not None):
             if self._watch is not None:
                 if self._wake is None:
                     self._wake = trio.Event()
