@@ -81,6 +81,23 @@ async def test_a_hundred_pipelined_requests_in_one_send_are_all_answered(echo: A
             assert (await wire.response()).json()["query"] == f"i={index}"
 
 
+async def test_a_body_sent_after_the_answer_leaves_the_connection_usable(
+    nursery: trio.Nursery,
+) -> None:
+    """``POST /health`` is refused without reading its body; the client sends the body after
+    the answer came. An answer that does not say ``Connection: close`` promises the connection
+    takes the next request."""
+    address = await serving(nursery, Api().app)
+    async with Wire.open(address) as wire:
+        await wire.send(request("POST", "/health", "Content-Length: 10"))
+        assert (await wire.response("POST")).status == 405
+        await wire.send(b"0123456789" + HEALTH)
+        if wire.parser.their_state is h11.MUST_CLOSE:
+            assert await wire.closed() == b""
+        else:
+            assert (await wire.response()).json() == {"status": "ok"}
+
+
 # -- request bodies --------------------------------------------------------------------------------
 
 BODY = b'{"text": "' + b"x" * 3000 + b'"}'
