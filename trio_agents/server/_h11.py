@@ -29,6 +29,10 @@ KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
 the response is complete."""
 
+UNREAD_BODY_BYTES = 1024 * 1024
+"""Bytes of a request body the app left unread that are read and dropped after its answer, to
+keep the connection; a longer rest closes it."""
+
 LINGER = 1.0
 """Seconds a connection closed under a client still sending is drained first, so the client
 reads the answer rather than a reset."""
@@ -135,20 +139,24 @@ class HTTPConnection:
             _log_access(self._client, request, exchange.status)
         return (
             self.h11.our_state is h11.DONE
-            and self._request_read()
             and not self.peer_gone
             and not self._server.shutting_down
+            and await self._request_read()
         )
 
-    def _request_read(self) -> bool:
-        """Whether the request is read whole: a body the app left unread must already be
-        here (an empty one is); otherwise the connection closes."""
-        try:
-            while self.h11.their_state is h11.SEND_BODY:
-                if self.h11.next_event() is h11.NEED_DATA:
-                    return False
-        except h11.RemoteProtocolError:
-            return False
+    async def _request_read(self) -> bool:
+        """Whether the request is read whole. What the app left unread of its body is read and
+        dropped (the answer promised keep-alive), up to :data:`UNREAD_BODY_BYTES` and within
+        ``keep_alive_timeout``; past either, the connection closes."""
+        dropped = 0
+        with trio.move_on_after(self.settings.keep_alive_timeout):
+            try:
+                while self.h11.their_state is h11.SEND_BODY and dropped <= UNREAD_BODY_BYTES:
+                    event = await self.next_event()
+                    if isinstance(event, h11.Data):
+                        dropped += len(event.data)
+            except h11.RemoteProtocolError:
+                return False
         return self.h11.their_state is h11.DONE
 
     async def _next_request(self) -> h11.Request | None:
