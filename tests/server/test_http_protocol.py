@@ -140,6 +140,16 @@ async def test_a_large_body_goes_both_ways(echo: Address) -> None:
         assert (await wire.response("POST")).json()["body"] == body.decode()
 
 
+async def test_a_large_answer_arrives_whole_while_the_app_listens_for_a_disconnect(
+    echo: Address,
+) -> None:
+    """Its end must be written before ``http.disconnect`` tells the app the answer is done."""
+    async with Wire.open(echo) as wire:
+        for _ in range(2):
+            await wire.send(request("GET", "/large"))
+            assert (await wire.response()).body == b"".join(Echo.LARGE)
+
+
 async def test_a_request_is_answered_after_the_client_half_closes(echo: Address) -> None:
     """A client may shut its sending side once its request is out: the answer still comes."""
     async with Wire.open(echo) as wire:

@@ -194,7 +194,8 @@ class Echo:
 
     ``/chunked`` answers ``one two three`` in three parts without a length; ``/boom`` raises
     before answering, ``/broken`` after the first part; ``/hang`` sends the first part and
-    never ends; ``/wait`` answers once ``release`` is set; ``/silent`` returns without
+    never ends; ``/wait`` answers once ``release`` is set; ``/large`` answers :attr:`LARGE`
+    as Starlette answers a file; ``/silent`` returns without
     answering; ``/short`` and ``/long`` send fewer or more bytes than their Content-Length.
     The lifespan messages received are recorded in ``lifespan``.
     """
@@ -223,6 +224,9 @@ class Echo:
         if scope["path"] == "/wait":
             self.waiting.set()
             await self.release.wait()
+        if scope["path"] == "/large":
+            await self._large(receive, send)
+            return
         if scope["path"] in ("/short", "/long"):
             await self._wrong_length(scope["path"], send)
             return
@@ -251,6 +255,27 @@ class Echo:
             if path == "/hang":
                 await trio.sleep_forever()
         await send({"type": "http.response.body", "body": b""})
+
+    LARGE = (b"a" * 65536, b"b" * 8 * 1024 * 1024)
+
+    async def _large(self, receive: Any, send: Any) -> None:
+        """As Starlette sends a file: parts with a length, the last one ending the body, while
+        a task waits for ``http.disconnect`` and then cancels the sending."""
+
+        async def listen() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen)
+            length = str(sum(map(len, self.LARGE))).encode()
+            start = {"type": "http.response.start", "status": 200}
+            await send({**start, "headers": [(b"content-length", length)]})
+            *parts, last = self.LARGE
+            for part in parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            await send({"type": "http.response.body", "body": last})
 
     async def _wrong_length(self, path: str, send: Any) -> None:
         headers = [(b"content-length", b"10")]
