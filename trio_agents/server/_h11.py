@@ -128,6 +128,9 @@ class HTTPConnection:
             await self.stream.send_all(data)
         except STREAM_CLOSED:
             self.peer_gone = True
+        except trio.Cancelled:  # part of ``data`` may be sent: the connection cannot go on
+            self.peer_gone = True
+            raise
 
     async def _serve_one(self) -> bool:
         request = await self._next_request()
@@ -221,6 +224,7 @@ class Exchange:
         self.status: int | None = None
         self._pending_head: h11.Response | None = None
         self._complete = False
+        self._sent = False
         self._body_done = False
         self._stash: Any = None
         self._bad_body: str | None = None
@@ -283,10 +287,12 @@ class Exchange:
         if not more:
             parts.append(h.send(h11.EndOfMessage()))
             self._complete = True
+        await self._conn.write(b"".join(parts))
+        if not more:  # only now: an app told of the end may cancel its sending at once
+            self._sent = True
             if self._watch is not None:
                 self._watch.cancel()
             self._wake_all()
-        await self._conn.write(b"".join(parts))
 
     async def _read_body(self) -> dict[str, Any]:
         conn = self._conn
@@ -318,7 +324,7 @@ class Exchange:
     async def _until_disconnect(self) -> None:
         """Return once the client has left or the response is complete. One caller at a time
         watches the socket; others wait for it (and take over if it is cancelled)."""
-        while not (self._complete or self._conn.peer_gone or self._bad_body is not None):
+        while not (self._sent or self._conn.peer_gone or self._bad_body is not None):
             if self._watch is not None:
                 if self._wake is None:
                     self._wake = trio.Event()
