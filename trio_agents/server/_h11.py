@@ -20,7 +20,7 @@ import attrs
 import h11
 import trio
 
-__all__ = ["ConnectionSettings", "HTTPConnection", "ServerState"]
+__all__ = ["LINGER", "RECEIVE_SIZE", "UNREAD_BODY_BYTES"]  # the classes serve() uses are internal
 
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""

@@ -8,7 +8,7 @@ import trio
 
 from .._errors import ConfigurationError
 
-__all__ = ["Lifespan"]
+__all__: list[str] = []  # Lifespan is internal to serve()
 
 Message = dict[str, Any]
 
