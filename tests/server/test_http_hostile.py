@@ -19,6 +19,7 @@ from tests.server.wire import (
     Api,
     Echo,
     Wire,
+    chunked,
     new_session,
     read_to_close,
     request,
@@ -87,6 +88,24 @@ async def test_a_bad_body_framing_is_400_then_closed(echo: Address, headers: lis
         await wire.send(request("POST", "/echo", *headers, body=body))
         await refused_then_closed(wire, 400)
     await assert_serving(echo)
+
+
+async def test_a_chunked_body_with_a_length_too_is_read_as_chunked_or_refused(
+    echo: Address,
+) -> None:
+    """The chunked coding wins over Content-Length (or the request is refused): a length
+    must never leave chunks behind to be read as a next request."""
+    body = chunked(b"hello") + request("GET", "/smuggled")
+    async with Wire.open(echo) as wire:
+        await wire.send(
+            request("POST", "/echo", "Transfer-Encoding: chunked", "Content-Length: 3", body=body)
+        )
+        reply = await wire.response("POST")
+        if reply.status == 200:
+            assert reply.json()["body"] == "hello"
+        else:
+            assert reply.status == 400
+            assert await wire.closed() == b""
 
 
 async def test_an_unknown_transfer_coding_is_refused(echo: Address) -> None:

@@ -323,7 +323,9 @@ async def test_a_percent_encoded_session_id_is_decoded(nursery: trio.Nursery) ->
         assert (await wire.response()).json()["id"] == "a bé"
 
 
-@pytest.mark.parametrize("target", [b"/caf\xc3\xa9", b"/\xff\xfe", b"/echo?q=\xe2\x82\xac"])
+@pytest.mark.parametrize(
+    "target", [b"/caf\xc3\xa9", b"/\xff\xfe", b"/echo?q=\xe2\x82\xac", b"/%ff%fe", b"/%00"]
+)
 async def test_non_ascii_bytes_in_the_target_are_refused_or_served(
     echo: Address, target: bytes
 ) -> None:
@@ -358,11 +360,11 @@ GRACE = 0.3
 class Server:
     """``serve`` in a test's own nursery, stopped by ``stop``; ``returned`` once it is over."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, graceful_timeout: float = GRACE) -> None:
         self.stop = trio.Event()
         self.returned = trio.Event()
         self.serve = functools.partial(
-            serve, app, port=0, shutdown_trigger=self.stop.wait, graceful_timeout=GRACE
+            serve, app, port=0, shutdown_trigger=self.stop.wait, graceful_timeout=graceful_timeout
         )
 
     async def run(self, task_status: trio.TaskStatus[list[str]]) -> None:
@@ -422,7 +424,23 @@ async def test_a_request_in_flight_at_shutdown_is_answered_and_new_ones_refused(
                 await trio.open_tcp_stream(*address)
             echo.release.set()
             assert (await wire.response()).json()["path"] == "/wait"
+            assert wire.parser.their_state is h11.MUST_CLOSE  # the answer says it closes
+            assert await wire.closed() == b""
             await server.stopped()
+
+
+async def test_idle_and_half_sent_connections_do_not_hold_up_shutdown() -> None:
+    """They close at once: ``serve`` returns long before a grace period of a minute."""
+    server = Server(Echo(), graceful_timeout=60)
+    async with trio.open_nursery() as nursery:
+        address = await server.start(nursery)
+        async with Wire.open(address) as idle, Wire.open(address) as half:
+            await idle.send(HEALTH)
+            assert (await idle.response()).status == 200
+            await half.send(b"GET /echo HTTP/1.1\r\nHost:")
+            await server.stopped()
+            assert await idle.closed() == b""
+            assert await half.closed() == b""
 
 
 async def test_shutdown_ends_within_the_grace_period_a_request_that_never_ends() -> None:
