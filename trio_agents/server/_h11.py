@@ -96,6 +96,11 @@ class HTTPConnection:
         self._client = _address(stream.socket.getpeername())
         self._local = _address(stream.socket.getsockname())
 
+    @property
+    def shutting_down(self) -> bool:
+        """Whether the server is shutting down (this connection closes after its answer)."""
+        return self._server.shutting_down
+
     async def run(self) -> None:
         """Serve requests until either side closes; never raise (but ``Cancelled``)."""
         try:
@@ -265,6 +270,8 @@ class Exchange:
             raise RuntimeError("the response has already started")
         pairs = [(bytes(name), bytes(value)) for name, value in headers]
         pairs.append((b"date", _http_date()))
+        if self._conn.shutting_down:  # the client must not send another request here
+            pairs.append((b"connection", b"close"))
         head = h11.Response(status_code=status, headers=pairs)
         self.status = status
         if any(name.lower() == b"content-length" for name, _ in pairs):
