@@ -438,9 +438,10 @@ async def test_idle_and_half_sent_connections_do_not_hold_up_shutdown() -> None:
             await idle.send(HEALTH)
             assert (await idle.response()).status == 200
             await half.send(b"GET /echo HTTP/1.1\r\nHost:")
-            await server.stopped()
+            server.stop.set()
             assert await idle.closed() == b""
             assert await half.closed() == b""
+        await server.stopped()
 
 
 async def test_shutdown_ends_within_the_grace_period_a_request_that_never_ends() -> None:
