@@ -9,6 +9,7 @@ Each test writes raw bytes to a real server on 127.0.0.1 and parses the answers 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ import h11
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings, strategies as st
 
 from tests.server.helpers import Gated
 from tests.server.wire import (
@@ -79,6 +81,57 @@ async def test_a_hundred_pipelined_requests_in_one_send_are_all_answered(echo: A
         await wire.send(b"".join(request("GET", f"/echo?i={i}") for i in range(100)))
         for index in range(100):
             assert (await wire.response()).json()["query"] == f"i={index}"
+
+
+KINDS = ("length", "chunked", "streamed answer", "head")
+
+
+def _pipelined(kind: str, index: int, body: bytes) -> bytes:
+    target = f"/echo?i={index}"
+    if kind == "length":
+        return request("POST", target, body=body)
+    if kind == "chunked":
+        return request(
+            "POST", target, "Transfer-Encoding: chunked", body=chunked(*_pieces(body, 7))
+        )
+    return request("HEAD", target) if kind == "head" else request("GET", "/chunked")
+
+
+async def _check_answer(wire: Wire, kind: str, index: int, body: bytes) -> None:
+    reply = await wire.response("HEAD" if kind == "head" else "POST")
+    assert reply.status == 200
+    if kind == "head":
+        assert reply.body == b""
+    elif kind == "streamed answer":
+        assert reply.body == b"one two three"
+    else:
+        assert (reply.json()["query"], reply.json()["body"]) == (
+            f"i={index}",
+            body.decode("latin-1"),
+        )
+
+
+@settings(max_examples=40)
+@given(
+    data=st.data(),
+    _seed=st.random_module(),
+    requests=st.lists(
+        st.tuples(st.sampled_from(KINDS), st.binary(max_size=200)), min_size=1, max_size=6
+    ),
+)
+async def test_pipelined_requests_cut_anywhere_are_answered_in_order(
+    data: st.DataObject, _seed: Any, requests: list[tuple[str, bytes]]
+) -> None:
+    raw = b"".join(_pipelined(kind, i, body) for i, (kind, body) in enumerate(requests))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(raw) - 1), max_size=12))))
+    pieces = [raw[a:b] for a, b in itertools.pairwise([0, *cuts, len(raw)])]
+    async with trio.open_nursery() as nursery:
+        address = await serving(nursery, Echo())
+        async with Wire.open(address) as wire:
+            await wire.send(*pieces)
+            for index, (kind, body) in enumerate(requests):
+                await _check_answer(wire, kind, index, body)
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_body_sent_after_the_answer_leaves_the_connection_usable(
