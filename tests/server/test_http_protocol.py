@@ -525,6 +525,34 @@ async def test_a_cancelled_server_closes_the_services_too() -> None:
     assert plugin.closed
 
 
+async def http_only(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A minimal ASGI app without the lifespan protocol: it refuses every other scope."""
+    if scope["type"] != "http":
+        raise ValueError(f"unsupported scope {scope['type']!r}")
+    headers = [(b"content-length", b"2")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def test_an_app_without_the_lifespan_protocol_is_served() -> None:
+    server = Server(http_only)
+    async with trio.open_nursery() as nursery:
+        address = await server.start(nursery)
+        async with Wire.open(address) as wire:
+            await wire.send(HEALTH)
+            assert (await wire.response()).body == b"ok"
+        await server.stopped()
+
+
+async def test_an_app_failing_its_start_up_stops_serve_with_the_reason() -> None:
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("no agents today")
+
+    app = create_app(broken, session_service=InMemorySessionService())
+    with pytest.raises(ConfigurationError, match="no agents today"):
+        await serve(app, port=0)
+
+
 # -- what serve is given and gives -----------------------------------------------------------------
 
 
