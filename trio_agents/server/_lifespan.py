@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import trio
@@ -11,6 +12,8 @@ from .._errors import ConfigurationError
 __all__: list[str] = []  # Lifespan is internal to serve()
 
 Message = dict[str, Any]
+
+log = logging.getLogger("trio_agents.server")
 
 
 class Lifespan:
@@ -27,10 +30,13 @@ class Lifespan:
         self._started = trio.Event()
         self._stopped = trio.Event()
         self._failure: str | None = None
+        self._received = False
         self.state: dict[str, Any] = {}
 
-    async def run(self, *, task_status: trio.TaskStatus[dict[str, Any]]) -> None:
-        """Call the app with the lifespan scope; report its start-up through ``task_status``."""
+    async def run(self, *, task_status: trio.TaskStatus[dict[str, Any] | None]) -> None:
+        """Call the app with the lifespan scope; report its start-up through ``task_status``:
+        the lifespan state, or None when the app failed to start. An app that raises before it
+        even receives ``lifespan.startup`` does not speak the protocol: it is served without."""
         scope = {
             "type": "lifespan",
             "asgi": {"version": "3.0", "spec_version": "2.0"},
@@ -40,9 +46,13 @@ class Lifespan:
             nursery.start_soon(self._call_app, scope)
             await self._to_app.send({"type": "lifespan.startup"})
             await self._started.wait()
-            if self._failure is not None:
-                raise ConfigurationError(f"the app failed to start: {self._failure}")
-            task_status.started(self.state)
+            task_status.started(self.state if self._failure is None else None)
+
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` if the app failed to start (``run`` started with
+        None)."""
+        if self._failure is not None:
+            raise ConfigurationError(f"the app failed to start: {self._failure}")
 
     async def shutdown(self) -> None:
         """Ask the app to shut down; return once it has (or its lifespan task ended)."""
@@ -53,9 +63,12 @@ class Lifespan:
 
     async def _call_app(self, scope: Message) -> None:
         try:
-            await self._app(scope, self._from_server.receive, self._send)
+            await self._app(scope, self._receive, self._send)
         except Exception as error:
             if self._failure is not None:  # said so with lifespan.startup.failed
+                return
+            if not self._received:
+                log.info("the app does not support the lifespan protocol (%r)", error)
                 return
             if self._started.is_set():
                 raise
@@ -63,6 +76,11 @@ class Lifespan:
         finally:
             self._started.set()
             self._stopped.set()
+
+    async def _receive(self) -> Message:
+        message = await self._from_server.receive()
+        self._received = True
+        return message
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]

@@ -68,23 +68,27 @@ async def serve(
     lifespan = Lifespan(app)
     async with trio.open_nursery() as nursery:
         state = await nursery.start(lifespan.run)
-        listeners = await _listen(host, port, backlog)
-        settings = ConnectionSettings(app, state, keep_alive_timeout, max_header_bytes, access_log)
-        server = ServerState()
-        handler = functools.partial(_handle, settings, server)
-        async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as accepting:
-                accepting.start_soon(
-                    functools.partial(
-                        trio.serve_listeners, handler, listeners, handler_nursery=connections
+        if state is not None:  # else the app failed to start: raised below, not in a group
+            listeners = await _listen(host, port, backlog)
+            settings = ConnectionSettings(
+                app, state, keep_alive_timeout, max_header_bytes, access_log
+            )
+            server = ServerState()
+            handler = functools.partial(_handle, settings, server)
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as accepting:
+                    accepting.start_soon(
+                        functools.partial(
+                            trio.serve_listeners, handler, listeners, handler_nursery=connections
+                        )
                     )
-                )
-                task_status.started([_url(listener) for listener in listeners])
-                await (shutdown_trigger or trio.sleep_forever)()
-                accepting.cancel_scope.cancel()
-            server.shut_down()
-            connections.cancel_scope.deadline = trio.current_time() + graceful_timeout
-        await lifespan.shutdown()
+                    task_status.started([_url(listener) for listener in listeners])
+                    await (shutdown_trigger or trio.sleep_forever)()
+                    accepting.cancel_scope.cancel()
+                server.shut_down()
+                connections.cancel_scope.deadline = trio.current_time() + graceful_timeout
+            await lifespan.shutdown()
+    lifespan.check()
 
 
 def _check(
