@@ -285,6 +285,25 @@ async def test_run_sse_streams_chunked_frames_as_the_run_goes_then_serves_again(
     assert [e.text for e in await api.stored("gated")] == ["hi", None, None, "done"]
 
 
+async def test_a_request_pipelined_behind_a_stream_is_answered_after_it(
+    nursery: trio.Nursery,
+) -> None:
+    """Bytes that arrive while a run streams (the app listening for a disconnect) are the
+    next request, not a sign that the client left."""
+    gate = trio.Event()
+    address = await serving(nursery, Api(gate).app)
+    async with Wire.open(address) as wire:
+        await new_session(wire, "gated")
+        await wire.send(run_request("gated"))
+        await wire.head("POST")
+        await wire.frame()
+        await wire.send(HEALTH)
+        await trio.testing.wait_all_tasks_blocked()  # the server has read it
+        gate.set()
+        assert (await wire.frames_to_end())[-1].event == "done"
+        assert (await wire.response()).json() == {"status": "ok"}
+
+
 async def test_closing_the_socket_mid_stream_cancels_the_run(nursery: trio.Nursery) -> None:
     api = Api()  # the gated run never ends by itself
     address = await serving(nursery, api.app)
