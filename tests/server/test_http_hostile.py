@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from tests.server.wire import (
+    HEALTH,
     Address,
     Api,
     Echo,
@@ -27,7 +28,6 @@ from tests.server.wire import (
     serving,
 )
 
-HEALTH = request("GET", "/health")
 KEEP_ALIVE = 0.5
 MARGIN = 1.5
 

@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 from tests.server.helpers import Gated
 from tests.server.wire import (
+    HEALTH,
     Address,
     Api,
     Echo,
@@ -39,8 +40,6 @@ from trio_agents import ConfigurationError
 from trio_agents.plugins import BasePlugin
 from trio_agents.server import create_app, serve
 from trio_agents.sessions import InMemorySessionService
-
-HEALTH = request("GET", "/health")
 
 
 @pytest.fixture
@@ -81,6 +80,10 @@ async def test_a_hundred_pipelined_requests_in_one_send_are_all_answered(echo: A
         await wire.send(b"".join(request("GET", f"/echo?i={i}") for i in range(100)))
         for index in range(100):
             assert (await wire.response()).json()["query"] == f"i={index}"
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 KINDS = ("length", "chunked", "streamed answer", "head")
@@ -154,10 +157,6 @@ async def test_a_body_sent_after_the_answer_leaves_the_connection_usable(
 # -- request bodies --------------------------------------------------------------------------------
 
 BODY = b'{"text": "' + b"x" * 3000 + b'"}'
-
-
-def _pieces(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 SENDS = {

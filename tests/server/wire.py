@@ -184,6 +184,10 @@ def request(
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+HEALTH = request("GET", "/health")
+"""A request every app of these tests answers 200 (the tiny app echoes it)."""
+
+
 def chunked(*pieces: bytes) -> bytes:
     """``pieces`` in chunked transfer coding, with the last chunk."""
     return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
