@@ -255,6 +255,20 @@ async def test_a_body_over_max_body_bytes_is_413_with_a_detail(
         assert await wire.closed() == b""
 
 
+async def test_a_body_refused_by_its_length_is_never_asked_for(nursery: trio.Nursery) -> None:
+    """With ``Expect: 100-continue``, a body the app refuses by its Content-Length gets the 413
+    and no ``100 Continue``: the client need not send it."""
+    address = await serving(nursery, Api(max_body_bytes=64).app)
+    head = request("POST", sessions_path("weather"), "Expect: 100-continue", "Content-Length: 999")
+    async with Wire.open(address) as wire:
+        await wire.send(head)
+        wire.expect("POST")
+        first = await wire.event()
+        assert isinstance(first, h11.Response)
+        assert first.status_code == 413
+        assert b"limit of 64 bytes" in await wire.body()
+
+
 # -- streamed runs ---------------------------------------------------------------------------------
 
 
