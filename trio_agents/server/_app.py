@@ -75,7 +75,7 @@ def create_app(
     the services and ``plugins``. An :class:`~trio_agents.App` value brings its own plugins (run
     before ``plugins``) and resumability, under its key's name. ``agents`` may be a zero-argument
     loader, called on first use.
-    Serve the app with :func:`trio_agents.server.serve` (Hypercorn's Trio worker): its lifespan
+    Serve the app with :func:`trio_agents.server.serve` (HTTP/1.1 on h11): its lifespan
     owns the nursery of detached runs and closes plugins and models on shutdown.
 
     Args:
