@@ -220,6 +220,17 @@ async def test_a_quiet_stream_outlives_the_keep_alive_timeout(nursery: trio.Nurs
         assert [f.event for f in await wire.frames_to_end()] == [None, None, "done"]
 
 
+async def test_a_slow_body_is_not_cut_by_the_keep_alive_timeout(nursery: trio.Nursery) -> None:
+    """The timeout bounds idle connections and heads; a body has the app's own read timeout."""
+    address = await serving(nursery, Echo(), keep_alive_timeout=0.2)
+    async with Wire.open(address) as wire:
+        await wire.send(request("POST", "/echo", "Content-Length: 5"))
+        for byte in b"hello":
+            await trio.sleep(0.1)  # a slow client's pace: five sends over 0.5 s
+            await wire.send(bytes([byte]))
+        assert (await wire.response("POST")).json()["body"] == "hello"
+
+
 async def test_silent_and_stalled_clients_do_not_block_others(echo: Address) -> None:
     async with contextlib.AsyncExitStack() as stack:
         for index in range(10):

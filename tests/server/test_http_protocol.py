@@ -598,6 +598,18 @@ async def test_started_gives_the_bound_url(nursery: trio.Nursery) -> None:
         assert (await wire.response()).status == 200
 
 
+async def test_started_gives_a_bracketed_url_for_ipv6(nursery: trio.Nursery) -> None:
+    urls = await nursery.start(
+        functools.partial(serve, Echo(), host="::1", port=0, graceful_timeout=0.1)
+    )
+    (url,) = urls
+    match = re.fullmatch(r"http://\[::1\]:(\d+)", url)
+    assert match is not None
+    async with Wire.open(("::1", int(match[1]))) as wire:
+        await wire.send(HEALTH)
+        assert (await wire.response()).status == 200
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [("backlog", 0), ("backlog", -1), ("keep_alive_timeout", 0), ("max_header_bytes", 0)],
