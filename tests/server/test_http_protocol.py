@@ -380,8 +380,9 @@ async def test_http_1_0_is_answered_then_the_connection_closed(echo: Address) ->
 
 
 async def test_connection_close_is_honoured(echo: Address) -> None:
+    """The request that says ``Connection: close`` is answered; none after it is."""
     async with Wire.open(echo) as wire:
-        await wire.send(request("GET", "/echo", "Connection: close"))
+        await wire.send(request("GET", "/echo", "Connection: close") + HEALTH)
         reply = await wire.response("GET", ("Connection", "close"))
         assert reply.json()["path"] == "/echo"
         assert await wire.closed() == b""
