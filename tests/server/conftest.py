@@ -1,4 +1,4 @@
-"""A real server on 127.0.0.1 (Hypercorn's Trio worker) and an httpx client for it."""
+"""A real server on 127.0.0.1 (`trio_agents.server.serve`) and an httpx client for it."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ import attrs
 import h11
 import trio
 
-__all__: list[str] = []  # internal: serve() runs HTTPConnection for each connection
+__all__ = ["LINGER", "RECEIVE_SIZE", "UNREAD_BODY_BYTES"]  # the classes serve() uses are internal
 
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""
@@ -31,9 +31,9 @@ KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
 the response is complete."""
 
-DRAIN_LIMIT = 1 << 20
-"""Bytes of a request body the app left unread that are read and dropped to keep the
-connection; a longer rest closes it."""
+UNREAD_BODY_BYTES = 1024 * 1024
+"""Bytes of a request body the app left unread that are read and dropped after its answer, to
+keep the connection; a longer rest closes it."""
 
 LINGER = 1.0
 """Seconds a connection closed under a client that may still be sending (a body not read, a
@@ -100,6 +100,11 @@ class HTTPConnection:
         self._client = _address(stream.socket.getpeername())
         self._local = _address(stream.socket.getsockname())
 
+    @property
+    def shutting_down(self) -> bool:
+        """Whether the server is shutting down (this connection closes after its answer)."""
+        return self._server.shutting_down
+
     async def run(self) -> None:
         """Serve requests until either side closes; never raise (but ``Cancelled``)."""
         try:
@@ -132,6 +137,9 @@ class HTTPConnection:
             await self.stream.send_all(data)
         except STREAM_CLOSED:
             self.peer_gone = True
+        except trio.Cancelled:  # part of ``data`` may be sent: the connection cannot go on
+            self.peer_gone = True
+            raise
 
     async def _serve_one(self) -> bool:
         request = await self._next_request()
@@ -144,7 +152,7 @@ class HTTPConnection:
         if self.h11.our_state is not h11.DONE or self.peer_gone or self._server.shutting_down:
             self._take_buffered()  # an empty body is here already: no lingering for it
             return False
-        return await self._read_rest()
+        return await self._request_read()
 
     def _take_buffered(self) -> None:
         """Read what is left of the request body as far as it has arrived."""
@@ -155,14 +163,14 @@ class HTTPConnection:
         except h11.RemoteProtocolError:
             return
 
-    async def _read_rest(self) -> bool:
-        """Read and drop what the app left unread of the request body (a route that answers
-        without reading it), so the connection can carry the next request; False (close) past
-        ``DRAIN_LIMIT`` bytes or ``keep_alive_timeout`` seconds, or on a bad body."""
+    async def _request_read(self) -> bool:
+        """Whether the request is read whole. What the app left unread of its body is read and
+        dropped (the answer promised keep-alive), up to :data:`UNREAD_BODY_BYTES` and within
+        ``keep_alive_timeout``; past either, the connection closes."""
         dropped = 0
         with trio.move_on_after(self.settings.keep_alive_timeout):
             try:
-                while self.h11.their_state is h11.SEND_BODY and dropped <= DRAIN_LIMIT:
+                while self.h11.their_state is h11.SEND_BODY and dropped <= UNREAD_BODY_BYTES:
                     event = await self.next_event()
                     if isinstance(event, h11.Data):
                         dropped += len(event.data)
@@ -182,6 +190,10 @@ class HTTPConnection:
         finally:
             self._server.forget(scope)
         if scope.cancelled_caught or not isinstance(event, h11.Request):
+            return None
+        if _head_size(event) > self.settings.max_header_bytes:
+            # h11 bounds only a head still incomplete: one that came whole is measured here
+            await self._refuse(h11.RemoteProtocolError("request head too large", 431))
             return None
         return event
 
@@ -228,6 +240,7 @@ class Exchange:
         self.status: int | None = None
         self._pending_head: h11.Response | None = None
         self._complete = False
+        self._sent = False
         self._body_done = False
         self._stash: Any = None
         self._bad_body: str | None = None
@@ -253,6 +266,8 @@ class Exchange:
         return DISCONNECT
 
     async def send(self, message: dict[str, Any]) -> None:
+        if self._bad_body is not None:  # the app saw a disconnect; the client gets a 400
+            return
         kind = message["type"]
         if kind == "http.response.body":
             await self._send_body(message.get("body", b""), message.get("more_body", False))
@@ -266,6 +281,8 @@ class Exchange:
             raise RuntimeError("the response has already started")
         pairs = [(bytes(name), bytes(value)) for name, value in headers]
         pairs.append((b"date", _http_date()))
+        if self._conn.shutting_down:  # the client must not send another request here
+            pairs.append((b"connection", b"close"))
         head = h11.Response(status_code=status, headers=pairs, reason=_reason(status))
         self.status = status
         if any(name.lower() == b"content-length" for name, _ in pairs):
@@ -287,9 +304,10 @@ class Exchange:
             parts.append(h.send(h11.Data(data=body)))
         if not more:
             parts.append(h.send(h11.EndOfMessage()))
-        await self._conn.write(b"".join(parts))
-        if not more:  # only now: an app may stop sending as soon as receive() says so
             self._complete = True
+        await self._conn.write(b"".join(parts))
+        if not more:  # only now: an app told of the end may cancel its sending at once
+            self._sent = True
             if self._watch is not None:
                 self._watch.cancel()
             self._wake_all()
@@ -305,7 +323,8 @@ class Exchange:
                 return self._body_part(bytes(event.data), conn.h11.next_event())
         except h11.RemoteProtocolError as error:
             self._bad_body = str(error)
-            event = None
+            self._body_done = True
+            return DISCONNECT
         self._body_done = True
         if isinstance(event, h11.EndOfMessage):
             return {"type": "http.request", "body": b"", "more_body": False}
@@ -323,7 +342,7 @@ class Exchange:
     async def _until_disconnect(self) -> None:
         """Return once the client has left or the response is complete. One caller at a time
         watches the socket; others wait for it (and take over if it is cancelled)."""
-        while not (self._complete or self._conn.peer_gone):
+        while not (self._sent or self._conn.peer_gone or self._bad_body is not None):
             if self._watch is not None:
                 if self._wake is None:
                     self._wake = trio.Event()
@@ -409,6 +428,12 @@ def _reason(status: int) -> bytes:
         return HTTPStatus(status).phrase.encode()
     except ValueError:
         return b""
+
+
+def _head_size(request: h11.Request) -> int:
+    """The bytes of ``request``'s head as sent (give or take the spaces around values)."""
+    line = len(request.method) + len(request.target) + len(b"  HTTP/1.1\r\n")
+    return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
 
 
 def _address(sockname: Any) -> tuple[str, int] | None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import trio
 
 from .._errors import ConfigurationError
 
-__all__: list[str] = []  # internal: serve() runs the lifespan
+__all__: list[str] = []  # Lifespan is internal to serve()
 
 Message = dict[str, Any]
+
+log = logging.getLogger("trio_agents.server")
 
 
 class Lifespan:
@@ -26,13 +29,14 @@ class Lifespan:
         self._to_app, self._from_server = trio.open_memory_channel[Message](1)
         self._started = trio.Event()
         self._stopped = trio.Event()
-        self.failure: str | None = None
-        """Why the app failed to start, if it did."""
+        self._failure: str | None = None
+        self._received = False
         self.state: dict[str, Any] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[dict[str, Any] | None]) -> None:
-        """Call the app with the lifespan scope; once it has started, report its state through
-        ``task_status`` (None if it failed to start: :meth:`check` then raises)."""
+        """Call the app with the lifespan scope; report its start-up through ``task_status``:
+        the lifespan state, or None when the app failed to start. An app that raises before it
+        even receives ``lifespan.startup`` does not speak the protocol: it is served without."""
         scope = {
             "type": "lifespan",
             "asgi": {"version": "3.0", "spec_version": "2.0"},
@@ -42,14 +46,15 @@ class Lifespan:
             nursery.start_soon(self._call_app, scope)
             await self._to_app.send({"type": "lifespan.startup"})
             await self._started.wait()
-            if self.failure is not None:
+            if self._failure is not None:
                 nursery.cancel_scope.cancel(reason="the app failed to start")
-            task_status.started(self.state if self.failure is None else None)
+            task_status.started(self.state if self._failure is None else None)
 
     def check(self) -> None:
-        """Raise :class:`ConfigurationError` if the app failed to start."""
-        if self.failure is not None:
-            raise ConfigurationError(f"the app failed to start: {self.failure}")
+        """Raise :class:`ConfigurationError` if the app failed to start (``run`` started with
+        None)."""
+        if self._failure is not None:
+            raise ConfigurationError(f"the app failed to start: {self._failure}")
 
     async def shutdown(self) -> None:
         """Ask the app to shut down; return once it has (or its lifespan task ended)."""
@@ -60,21 +65,29 @@ class Lifespan:
 
     async def _call_app(self, scope: Message) -> None:
         try:
-            await self._app(scope, self._from_server.receive, self._send)
+            await self._app(scope, self._receive, self._send)
         except Exception as error:
-            if self.failure is not None:  # said so with lifespan.startup.failed
+            if self._failure is not None:  # said so with lifespan.startup.failed
+                return
+            if not self._received:
+                log.info("the app does not support the lifespan protocol (%r)", error)
                 return
             if self._started.is_set():
                 raise
-            self.failure = f"{type(error).__name__}: {error}"
+            self._failure = f"{type(error).__name__}: {error}"
         finally:
             self._started.set()
             self._stopped.set()
 
+    async def _receive(self) -> Message:
+        message = await self._from_server.receive()
+        self._received = True
+        return message
+
     async def _send(self, message: Message) -> None:
         kind = message["type"]
         if kind == "lifespan.startup.failed":
-            self.failure = message.get("message") or "lifespan.startup.failed"
+            self._failure = message.get("message") or "lifespan.startup.failed"
         if kind in ("lifespan.startup.complete", "lifespan.startup.failed"):
             self._started.set()
         elif kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
