@@ -87,7 +87,7 @@ class McpConnection:
                     ClientSession(read, write, message_handler=self._on_message)
                 )
                 self.session = session
-                await self.request("the handshake", lambda s: s.initialize())
+                await self._request("the handshake", lambda s: s.initialize())
                 started = True
                 task_status.started()
                 await self._stop.wait()
@@ -133,13 +133,23 @@ class McpConnection:
     # -- requests --------------------------------------------------------------------------------
 
     async def request(self, what: str, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
-        """Run ``operation`` on the session within the server's deadline.
+        """Run ``operation`` on the session within the server's deadline. When the connection
+        failed, the error comes once the session is closed and a stdio server's process has
+        ended (so a caller that retries never finds the old server still running).
 
         Raises:
             McpServerError: the connection failed (before or during the request) or the server
                 did not answer in time.
             mcp.shared.exceptions.MCPError: the server answered with a JSON-RPC error.
         """
+        try:
+            return await self._request(what, operation)
+        except McpServerError:
+            if self.failure is not None:
+                await self.done.wait()
+            raise
+
+    async def _request(self, what: str, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
         session = self.session
         if session is None or self.failure is not None:
             raise self.failure or self._error("is closed")
