@@ -397,7 +397,8 @@ async def pump(
 
     ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
     then, so a driver still sending learns that its client is gone. While a batch is gathered,
-    ``gathering`` shows it, so the run can add its frames there without waiting.
+    ``gathering`` shows it, so the run can add its frames there without waiting; a run given a
+    ``gathering`` sends a frame through the channel only when it cannot add it there.
     """
     gone = False
     async with trio.open_nursery() as nursery:
@@ -412,7 +413,7 @@ async def pump(
 
         nursery.start_soon(watch)
         with frames:
-            await _copy(frames, sink, ping, ping_interval, gathering or Gathering())
+            await _copy(frames, sink, ping, ping_interval, gathering)
         nursery.cancel_scope.cancel(reason="the stream ended")
     return not gone
 
@@ -422,8 +423,10 @@ async def _copy(
     sink: Sink,
     ping: Callable[[], Awaitable[None]] | None,
     ping_interval: float,
-    gathering: Gathering,
+    gathering: Gathering | None,
 ) -> None:
+    fed = gathering is not None  # a run adds its frames to the batch: the channel stays quiet
+    gathering = gathering or Gathering()
     while True:
         with trio.move_on_after(ping_interval if ping else math.inf) as idle:
             try:
@@ -436,7 +439,7 @@ async def _copy(
             continue
         gathering.batch = batch
         try:
-            ended = await _gather(frames, batch)
+            ended = await _gather(frames, batch, poll=not fed)
         finally:
             gathering.batch = None
         await sink(batch)
@@ -448,9 +451,16 @@ GATHER_ROUNDS = 6
 """Scheduler rounds without a new frame after which the frames gathered so far are written."""
 
 
-async def _gather(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) -> bool:
+async def _gather(
+    frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame], *, poll: bool
+) -> bool:
     """Add to ``batch`` the frames the run produces while the scheduler goes round (until
     :data:`GATHER_ROUNDS` rounds bring none, or the batch is full); True if the channel ended.
+
+    With ``poll`` false, the run adds its frames to ``batch`` itself and sends none through the
+    channel while a batch is gathered (it does when the batch is full, which ends the gathering),
+    so the channel is not read each round: an end of the channel is seen once the batch is
+    written.
 
     Each write to the client costs the HTTP stack about as much as producing an event costs the
     run, so frames that follow each other closely go out together: a run of 20 events is a few
@@ -460,7 +470,7 @@ async def _gather(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) 
     idle = 0
     seen = len(batch)
     while len(batch) < MAX_BATCH and not batch[-1].terminal:
-        if _take_ready(frames, batch):
+        if poll and _take_ready(frames, batch):
             return True
         idle = 0 if len(batch) > seen else idle + 1  # the run may have added frames itself
         seen = len(batch)
