@@ -5,6 +5,7 @@ does not write itself, the same text or the same error."""
 from __future__ import annotations
 
 import collections
+import json
 import math
 from typing import Any
 
@@ -15,6 +16,7 @@ from trio_agents import Content, Event, EventActions, Part, SerializationError, 
 from trio_agents._events import replace
 from trio_agents._serde import dumps, unstructure
 from trio_agents._serde_text import event_text, json_text, record_text
+from trio_agents.testing.strategies import json_values as shipped_json_values
 
 from .test_serde import events
 
@@ -129,3 +131,19 @@ def test_json_text_is_compact_and_keeps_non_ascii() -> None:
         == '{"a":[1,2.5,null,true],"é":"\u2028"}'
     )
     assert event_text(Event(id="x", timestamp=1)).startswith('{"id":"x","invocationId":"",')
+
+
+@given(shipped_json_values(max_leaves=20))
+def test_dumps_writes_what_the_json_module_writes(value: Any) -> None:
+    assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_dumps_still_locates_what_it_cannot_write() -> None:
+    with pytest.raises(SerializationError) as nan:
+        dumps({"a": [1, math.nan]}, path="response")
+    assert (
+        str(nan.value) == "cannot encode as JSON: response['a'][1] is nan, which JSON cannot carry"
+    )
+    with pytest.raises(SerializationError) as odd:
+        dumps({"k": {1, 2}})
+    assert odd.value.path == "value['k']"

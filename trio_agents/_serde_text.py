@@ -11,27 +11,15 @@ general path, which writes the value or raises the error it always did.
 from __future__ import annotations
 
 import math
-from _json import make_encoder
 from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
 from ._content import FrozenDict
 from ._events import Event
-from ._serde import _ENCODER, _dumper, _Field, _fields, dumps, unstructure
+from ._serde import _dumper, _Field, _fields, dumps, json_text, unstructure
 
 __all__ = ["event_text", "json_text", "record_text"]
-
-_ENCODE = make_encoder(
-    None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
-)
-"""The C encoder with :data:`~trio_agents._serde._ENCODER`'s options, made once; it keeps no
-record of the containers it is in (a cycle recurses until :class:`RecursionError`)."""
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON text of ``value``, as ``dumps`` writes it (errors are not located)."""
-    return "".join(_ENCODE(value, 0))
 
 
 def event_text(event: Event) -> str:
