@@ -392,29 +392,47 @@ async def pump(
     ping: Callable[[], Awaitable[None]] | None = None,
     ping_interval: float = math.inf,
     gathering: Gathering | None = None,
+    nursery: trio.Nursery | None = None,
 ) -> bool:
     """Hand every frame to ``sink`` until the channel ends; False when the client left first.
 
     ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
     then, so a driver still sending learns that its client is gone. While a batch is gathered,
     ``gathering`` shows it, so the run can add its frames there without waiting; a run given a
-    ``gathering`` sends a frame through the channel only when it cannot add it there.
+    ``gathering`` sends a frame through the channel only when it cannot add it there. The task
+    waiting for the disconnection runs in ``nursery`` (the caller's, if it has one: that saves
+    opening another) and is stopped before ``pump`` returns.
     """
+    if nursery is None:
+        async with trio.open_nursery() as own:
+            return await pump(
+                frames,
+                receive,
+                sink,
+                on_disconnect=on_disconnect,
+                ping=ping,
+                ping_interval=ping_interval,
+                gathering=gathering,
+                nursery=own,
+            )
     gone = False
-    async with trio.open_nursery() as nursery:
+    copying, watching = trio.CancelScope(), trio.CancelScope()
 
-        async def watch() -> None:
-            nonlocal gone
+    async def watch() -> None:
+        nonlocal gone
+        with watching:  # stopped from outside: nothing is raised out of this task
             while (await receive())["type"] != "http.disconnect":
                 pass
             gone = True
             on_disconnect()
-            nursery.cancel_scope.cancel(reason="the client disconnected")
+            copying.cancel(reason="the client disconnected")
 
-        nursery.start_soon(watch)
-        with frames:
+    nursery.start_soon(watch)
+    try:
+        with copying, frames:
             await _copy(frames, sink, ping, ping_interval, gathering)
-        nursery.cancel_scope.cancel(reason="the stream ended")
+    finally:
+        watching.cancel(reason="the stream ended")
     return not gone
 
 
@@ -566,12 +584,12 @@ class RunResponse(Response):
                 interval = self._routes.ping_interval
                 if await pump(frames, receive, writer.write, on_disconnect=on_disconnect,
                               ping=writer.ping, ping_interval=interval,
-                              gathering=live.gathering):  # fmt: skip
+                              gathering=live.gathering, nursery=nursery):  # fmt: skip
                     await writer.finish()
             else:
                 collector = _JsonCollector()
                 if await pump(frames, receive, collector.write, on_disconnect=on_disconnect,
-                              gathering=live.gathering):  # fmt: skip
+                              gathering=live.gathering, nursery=nursery):  # fmt: skip
                     await collector.response()(scope, receive, send)
 
 
@@ -609,6 +627,7 @@ class FollowResponse(Response):
                 on_disconnect=nursery.cancel_scope.cancel,
                 ping=writer.ping,
                 ping_interval=self._ping_interval,
+                nursery=nursery,
             ):
                 await writer.finish()
 
