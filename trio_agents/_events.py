@@ -309,10 +309,10 @@ class Event:
         return dump_event(self)
 
     def to_json(self) -> str:
-        """The ADK-compatible JSON text."""
-        from ._serde import dumps
+        """The ADK-compatible JSON text (the text of :meth:`to_dict`)."""
+        from ._serde_text import event_text
 
-        return dumps(self.to_dict(), path="event")
+        return event_text(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:

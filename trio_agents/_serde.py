@@ -26,7 +26,9 @@ import json
 import math
 import sys
 import typing
+from _json import make_encoder
 from collections.abc import Callable, Iterator, Mapping
+from json.encoder import encode_basestring
 from typing import Any, TypeVar
 
 import attrs
@@ -56,6 +58,7 @@ __all__ = [
     "dumps",
     "deeper_stack",
     "is_json_value",
+    "json_text",
     "load_event",
     "load_stored",
     "loads",
@@ -221,12 +224,28 @@ def dump_event(event: Event) -> dict[str, Any]:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """What :func:`dumps` writes with (made once: ``json.dumps`` with options makes one per call)."""
 
+_ENCODE = make_encoder(
+    None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
+)
+"""The C encoder of :data:`_ENCODER`, made once (``_ENCODER.encode`` makes one per call); it
+keeps no record of the containers it is in, so a cycle recurses until :class:`RecursionError`."""
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of ``value`` as :func:`dumps` writes it; raises ``TypeError``,
+    ``ValueError`` or ``RecursionError`` (not located) on a value it cannot write."""
+    return "".join(_ENCODE(value, 0))
+
 
 def dumps(obj: Any, *, path: str = "value") -> str:
     """Compact JSON text; :class:`SerializationError` names the first value JSON cannot carry.
 
     ``path`` names ``obj`` in that error (``Event.to_json`` passes ``"event"``).
     """
+    try:
+        return json_text(obj)
+    except (TypeError, ValueError, RecursionError):
+        pass  # written again with cycles detected, to raise as it always did
     try:
         return _ENCODER.encode(obj)
     except (TypeError, ValueError) as exc:

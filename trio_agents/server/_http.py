@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import functools
 import hmac
@@ -14,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -125,13 +124,8 @@ async def read_json(request: Request, limits: BodyLimits) -> Any:
     length = request.headers.get("content-length", "")
     if length.isascii() and length.isdigit() and int(length) > limit:
         raise _too_large(limit)
-    body = bytearray()
     with trio.move_on_after(timeout) as reading:
-        async with contextlib.aclosing(request.stream()) as chunks:
-            async for chunk in chunks:
-                body += chunk
-                if len(body) > limit:
-                    raise _too_large(limit)
+        body = await _read_body(request.receive, limit)
     if reading.cancelled_caught:
         raise HTTPError(408, f"the request body did not arrive within {timeout:g} s", headers=CLOSE)
     if not body.strip():
@@ -145,6 +139,20 @@ async def read_json(request: Request, limits: BodyLimits) -> Any:
     except SerializationError as exc:
         raise HTTPError(400, str(exc)) from exc
     return data
+
+
+async def _read_body(receive: Receive, limit: int) -> bytearray:
+    """The request body, read straight from the ASGI messages (413 once it is past ``limit``)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return body
 
 
 CLOSE = {"Connection": "close"}

@@ -13,9 +13,8 @@ from __future__ import annotations
 import collections
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-import attrs
 import trio
 
 from .._content import FunctionCall
@@ -36,9 +35,12 @@ SessionKey = tuple[str, str, str]
 Kind = Literal["event", "done", "error", "cancelled"]
 
 
-@attrs.frozen
-class Frame:
-    """One SSE frame: an event (``id: <seq>``) or the terminal frame of a run."""
+class Frame(NamedTuple):
+    """One SSE frame: an event (``id: <seq>``) or the terminal frame of a run.
+
+    A named tuple (immutable, compared by value) rather than a frozen attrs class: one is made
+    per event served, and a tuple costs a fifth as much to make.
+    """
 
     kind: Kind
     data: str

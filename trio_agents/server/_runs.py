@@ -392,28 +392,47 @@ async def pump(
     ping: Callable[[], Awaitable[None]] | None = None,
     ping_interval: float = math.inf,
     gathering: Gathering | None = None,
+    nursery: trio.Nursery | None = None,
 ) -> bool:
     """Hand every frame to ``sink`` until the channel ends; False when the client left first.
 
     ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
     then, so a driver still sending learns that its client is gone. While a batch is gathered,
-    ``gathering`` shows it, so the run can add its frames there without waiting.
+    ``gathering`` shows it, so the run can add its frames there without waiting; a run given a
+    ``gathering`` sends a frame through the channel only when it cannot add it there. The task
+    waiting for the disconnection runs in ``nursery`` (the caller's, if it has one: that saves
+    opening another) and is stopped before ``pump`` returns.
     """
+    if nursery is None:
+        async with trio.open_nursery() as own:
+            return await pump(
+                frames,
+                receive,
+                sink,
+                on_disconnect=on_disconnect,
+                ping=ping,
+                ping_interval=ping_interval,
+                gathering=gathering,
+                nursery=own,
+            )
     gone = False
-    async with trio.open_nursery() as nursery:
+    copying, watching = trio.CancelScope(), trio.CancelScope()
 
-        async def watch() -> None:
-            nonlocal gone
+    async def watch() -> None:
+        nonlocal gone
+        with watching:  # stopped from outside: nothing is raised out of this task
             while (await receive())["type"] != "http.disconnect":
                 pass
             gone = True
             on_disconnect()
-            nursery.cancel_scope.cancel(reason="the client disconnected")
+            copying.cancel(reason="the client disconnected")
 
-        nursery.start_soon(watch)
-        with frames:
-            await _copy(frames, sink, ping, ping_interval, gathering or Gathering())
-        nursery.cancel_scope.cancel(reason="the stream ended")
+    nursery.start_soon(watch)
+    try:
+        with copying, frames:
+            await _copy(frames, sink, ping, ping_interval, gathering)
+    finally:
+        watching.cancel(reason="the stream ended")
     return not gone
 
 
@@ -422,8 +441,10 @@ async def _copy(
     sink: Sink,
     ping: Callable[[], Awaitable[None]] | None,
     ping_interval: float,
-    gathering: Gathering,
+    gathering: Gathering | None,
 ) -> None:
+    fed = gathering is not None  # a run adds its frames to the batch: the channel stays quiet
+    gathering = gathering or Gathering()
     while True:
         with trio.move_on_after(ping_interval if ping else math.inf) as idle:
             try:
@@ -436,7 +457,7 @@ async def _copy(
             continue
         gathering.batch = batch
         try:
-            ended = await _gather(frames, batch)
+            ended = await _gather(frames, batch, poll=not fed)
         finally:
             gathering.batch = None
         await sink(batch)
@@ -448,9 +469,16 @@ GATHER_ROUNDS = 6
 """Scheduler rounds without a new frame after which the frames gathered so far are written."""
 
 
-async def _gather(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) -> bool:
+async def _gather(
+    frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame], *, poll: bool
+) -> bool:
     """Add to ``batch`` the frames the run produces while the scheduler goes round (until
     :data:`GATHER_ROUNDS` rounds bring none, or the batch is full); True if the channel ended.
+
+    With ``poll`` false, the run adds its frames to ``batch`` itself and sends none through the
+    channel while a batch is gathered (it does when the batch is full, which ends the gathering),
+    so the channel is not read each round: an end of the channel is seen once the batch is
+    written.
 
     Each write to the client costs the HTTP stack about as much as producing an event costs the
     run, so frames that follow each other closely go out together: a run of 20 events is a few
@@ -460,7 +488,7 @@ async def _gather(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) 
     idle = 0
     seen = len(batch)
     while len(batch) < MAX_BATCH and not batch[-1].terminal:
-        if _take_ready(frames, batch):
+        if poll and _take_ready(frames, batch):
             return True
         idle = 0 if len(batch) > seen else idle + 1  # the run may have added frames itself
         seen = len(batch)
@@ -556,12 +584,12 @@ class RunResponse(Response):
                 interval = self._routes.ping_interval
                 if await pump(frames, receive, writer.write, on_disconnect=on_disconnect,
                               ping=writer.ping, ping_interval=interval,
-                              gathering=live.gathering):  # fmt: skip
+                              gathering=live.gathering, nursery=nursery):  # fmt: skip
                     await writer.finish()
             else:
                 collector = _JsonCollector()
                 if await pump(frames, receive, collector.write, on_disconnect=on_disconnect,
-                              gathering=live.gathering):  # fmt: skip
+                              gathering=live.gathering, nursery=nursery):  # fmt: skip
                     await collector.response()(scope, receive, send)
 
 
@@ -599,6 +627,7 @@ class FollowResponse(Response):
                 on_disconnect=nursery.cancel_scope.cancel,
                 ping=writer.ping,
                 ping_interval=self._ping_interval,
+                nursery=nursery,
             ):
                 await writer.finish()
 
