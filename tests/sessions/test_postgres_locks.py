@@ -9,6 +9,7 @@ a lease is refused with :class:`~trio_agents.StoreUnavailableError`.
 from __future__ import annotations
 
 import contextlib
+import uuid
 
 import psycopg
 import pytest
@@ -84,25 +85,20 @@ async def test_a_queued_lease_waits_for_a_lock_connection(dsn: str) -> None:
         assert order == ["a", "a released", "b"]
 
 
-async def test_the_servers_connection_limit_is_unavailable_not_a_crash(dsn: str) -> None:
-    """Past PostgreSQL's ``max_connections`` a lease is refused with the typed error."""
-    hogs = []
-    try:
-        for _ in range(1000):  # take every connection the server has, then give two back
-            try:
-                hogs.append(psycopg.connect(dsn, autocommit=True))
-            except psycopg.OperationalError:
-                break
-        for conn in hogs[-2:]:
-            conn.close()
-        del hogs[-2:]
-        async with PostgresSessionService(dsn) as service, contextlib.AsyncExitStack() as stack:
-            with pytest.raises(StoreUnavailableError, match="connection"):
-                for index in range(8):
-                    await stack.enter_async_context(lease(service, f"s{index}"))
-    finally:
-        for conn in hogs:
-            conn.close()
+async def test_a_refused_connection_is_unavailable_not_a_crash(dsn: str) -> None:
+    """Past the connections the database allows (here a role's ``CONNECTION LIMIT``, which
+    refuses as ``max_connections`` does, SQLSTATE 53300, whatever other clients of the server
+    hold) a lease is refused with the typed error."""
+    role = f"limited_{uuid.uuid4().hex[:12]}"
+    schema = dsn.rsplit("search_path=", 1)[1]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 3")
+        admin.execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+    limited = f"{dsn} user={role}"
+    async with PostgresSessionService(limited) as service, contextlib.AsyncExitStack() as stack:
+        with pytest.raises(StoreUnavailableError, match="refused another connection"):
+            for index in range(32):  # four sessions' locks per connection: eight connections
+                await stack.enter_async_context(lease(service, f"s{index}"))
 
 
 def test_max_lock_connections_must_be_positive() -> None:
