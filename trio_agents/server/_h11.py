@@ -203,6 +203,7 @@ class HTTPConnection:
         body = f'{{"detail":"bad request: {_json_text(str(error))}"}}'.encode()
         response = h11.Response(
             status_code=status,
+            reason=_reason(status),
             headers=[
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
@@ -216,10 +217,12 @@ class HTTPConnection:
         await self.write(data)
 
     async def _close(self) -> None:
-        if not self.peer_gone and self.h11.their_state in (h11.SEND_BODY, h11.ERROR):
-            with trio.move_on_after(LINGER):
-                await self._drain()
-        await self.stream.aclose()
+        try:
+            if not self.peer_gone and self.h11.their_state in (h11.SEND_BODY, h11.ERROR):
+                with trio.move_on_after(LINGER):
+                    await self._drain()
+        finally:  # also when cancelled while draining
+            await self.stream.aclose()
 
     async def _drain(self) -> None:
         """Half-close, then read what the client still sends until it closes too."""
