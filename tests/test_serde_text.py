@@ -14,8 +14,8 @@ from hypothesis import given, strategies as st
 
 from trio_agents import Content, Event, EventActions, Part, SerializationError, UsageMetadata
 from trio_agents._events import replace
-from trio_agents._serde import dumps, unstructure
-from trio_agents._serde_text import event_text, json_text, record_text
+from trio_agents._serde import dumps, json_text, unstructure
+from trio_agents._serde_text import event_text, record_text
 from trio_agents.testing.strategies import json_values as shipped_json_values
 
 from .test_serde import events

@@ -19,7 +19,7 @@ from ._content import FrozenDict
 from ._events import Event
 from ._serde import _dumper, _Field, _fields, dumps, json_text, unstructure
 
-__all__ = ["event_text", "json_text", "record_text"]
+__all__ = ["event_text", "record_text"]
 
 
 def event_text(event: Event) -> str:

@@ -9,11 +9,13 @@ bytes of a next request that arrive meanwhile are kept for it.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import functools
 import json
 import logging
 import time
+from collections.abc import Iterator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -66,18 +68,19 @@ class ServerState:
         self.shutting_down = False
         self._idle: set[trio.CancelScope] = set()
 
-    def idle_scope(self, timeout: float) -> trio.CancelScope:
-        """A scope for waiting on a next request: ends at ``timeout`` or at shutdown."""
+    @contextlib.contextmanager
+    def idle(self, timeout: float) -> Iterator[trio.CancelScope]:
+        """Wait for a next request in the scope this gives: it ends at ``timeout`` or at
+        shutdown."""
         scope = trio.CancelScope(deadline=trio.current_time() + timeout)
         if self.shutting_down:
             scope.cancel()
-        return scope
-
-    def watch(self, scope: trio.CancelScope) -> None:
         self._idle.add(scope)
-
-    def forget(self, scope: trio.CancelScope) -> None:
-        self._idle.discard(scope)
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._idle.discard(scope)
 
     def shut_down(self) -> None:
         """Close the idle connections now, and every other one once its response is done."""
@@ -179,16 +182,12 @@ class HTTPConnection:
         return self.h11.their_state is h11.DONE
 
     async def _next_request(self) -> h11.Request | None:
-        scope = self._server.idle_scope(self.settings.keep_alive_timeout)
-        self._server.watch(scope)
         try:
-            with scope:
+            with self._server.idle(self.settings.keep_alive_timeout) as scope:
                 event = await self.next_event()
         except h11.RemoteProtocolError as error:
             await self._refuse(error)
             return None
-        finally:
-            self._server.forget(scope)
         if scope.cancelled_caught or not isinstance(event, h11.Request):
             return None
         if _head_size(event) > self.settings.max_header_bytes:
@@ -200,16 +199,8 @@ class HTTPConnection:
     async def _refuse(self, error: h11.RemoteProtocolError) -> None:
         """Answer a request h11 could not read, then close."""
         status = error.error_status_hint
-        body = f'{{"detail":"bad request: {_json_text(str(error))}"}}'.encode()
-        response = h11.Response(
-            status_code=status,
-            reason=_reason(status),
-            headers=[
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        )
+        headers, body = _closing_error(f"bad request: {error}")
+        response = h11.Response(status_code=status, reason=_reason(status), headers=headers)
         try:
             data = self.h11.send(response) + self.h11.send(h11.Data(data=body))
         except h11.LocalProtocolError:  # too early or too late to answer: just close
@@ -388,15 +379,8 @@ class Exchange:
             status, detail = 400, f"bad request body: {self._bad_body}"
         else:
             status, detail = 500, "Internal Server Error"
-        body = f'{{"detail":"{_json_text(detail)}"}}'.encode()
-        await self._start(
-            status,
-            [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        )
+        headers, body = _closing_error(detail)
+        await self._start(status, headers)
         await self._send_body(body, False)
 
     def _scope(self) -> dict[str, Any]:
@@ -445,9 +429,17 @@ def _address(sockname: Any) -> tuple[str, int] | None:
     return None
 
 
-def _json_text(text: str) -> str:
-    """``text`` as the inside of a JSON string (ASCII, so never a lone surrogate)."""
-    return json.dumps(text)[1:-1]
+def _closing_error(detail: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and body of a ``{"detail": ...}`` answer after which the connection closes
+    (ASCII JSON, so a lone surrogate in ``detail`` is escaped)."""
+    body = json.dumps({"detail": detail}, separators=(",", ":")).encode()
+    length = str(len(body)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", length),
+        (b"connection", b"close"),
+    ]
+    return headers, body
 
 
 _date_cache: tuple[int, bytes] = (0, b"")
