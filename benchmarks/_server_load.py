@@ -4,7 +4,9 @@ Each client runs ``runs`` turns one after the other, each on a session of its ow
 ``POST …/sessions``, not timed). A run counts as done when its SSE stream ends with the terminal
 frame: ``event: done`` for trio_agents; for ``adk api_server``, which has no terminal frame, a
 stream that ends cleanly with no error frame. After the load, every session is read back
-(``GET …/sessions/{id}``) and its events compared with the events its client received.
+(``GET …/sessions/{id}``) and its events compared with the events its client received. Every
+request goes on a connection of its own, through the lean client of
+:mod:`benchmarks._wire_client`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import trio
+
+from benchmarks._wire_client import Origin, WireError, request
 
 MESSAGE = {"role": "user", "parts": [{"text": "go"}]}
 RETRIES = 30
+CHECKS = 16
+"""Sessions read back at once after a load."""
 
 
 @dataclass
@@ -97,54 +102,47 @@ def _events_of_stream(lines: list[str], impl: str) -> tuple[list[dict[str, Any]]
     return events, None
 
 
-async def _session(http: httpx.AsyncClient, run: Run) -> None:
-    answer = await http.post(f"{run.url}/apps/{run.app}/users/{run.user}/sessions", json={})
-    answer.raise_for_status()
+async def _session(origin: Origin, run: Run) -> None:
+    answer = await request(origin, "POST", f"/apps/{run.app}/users/{run.user}/sessions", {})
+    if answer.status != 200:
+        raise WireError(f"creating a session: HTTP {answer.status}")
     run.session = answer.json()["id"]
 
 
-async def _turn(http: httpx.AsyncClient, run: Run, impl: str) -> None:
+async def _turn(origin: Origin, run: Run, impl: str) -> None:
     """One ``/run_sse``; a 503 is retried after its ``Retry-After`` (at most ``RETRIES`` times),
     the wait counted in the run's latency."""
     body: dict[str, Any] = {"app_name": run.app, "user_id": run.user, "session_id": run.session}
     body |= {"new_message": MESSAGE, "streaming": False}
     started = time.perf_counter()
     for _ in range(RETRIES + 1):
-        async with http.stream("POST", f"{run.url}/run_sse", json=body) as answer:
-            if answer.status_code == 503:
-                run.retries += 1
-                wait = float(answer.headers.get("retry-after", "1"))
-            elif answer.status_code != 200:
-                run.error = f"HTTP {answer.status_code}"
-                return
-            else:
-                lines = [line async for line in answer.aiter_lines()]
-                break
-        await trio.sleep(wait)
+        answer = await request(origin, "POST", "/run_sse", body)
+        if answer.status != 503:
+            break
+        run.retries += 1
+        await trio.sleep(float(answer.headers.get("retry-after", "1")))
     else:
         run.error = f"HTTP 503 after {RETRIES} retries"
         return
+    if answer.status != 200:
+        run.error = f"HTTP {answer.status}"
+        return
     run.seconds = time.perf_counter() - started
-    run.events, run.error = _events_of_stream(lines, impl)
+    run.events, run.error = _events_of_stream(answer.lines(), impl)
 
 
 async def _client(
-    http: httpx.AsyncClient,
-    urls: list[str],
-    index: int,
-    app: str,
-    impl: str,
-    runs: int,
-    out: list[Run],
+    urls: list[str], index: int, app: str, impl: str, runs: int, out: list[Run]
 ) -> None:
     for _ in range(runs):
         run = Run(urls[index % len(urls)], app, f"u{index}", "")
         out.append(run)
+        origin = Origin.of(run.url)
         try:
-            await _session(http, run)
-            await _turn(http, run, impl)
-        except httpx.HTTPError as exc:
-            run.error = f"{type(exc).__name__}: {exc}"[:200]
+            await _session(origin, run)
+            await _turn(origin, run, impl)
+        except WireError as exc:
+            run.error = str(exc)[:200]
 
 
 def _same(stored: list[dict[str, Any]], received: list[dict[str, Any]]) -> bool:
@@ -154,25 +152,18 @@ def _same(stored: list[dict[str, Any]], received: list[dict[str, Any]]) -> bool:
     return stored[1:] == received
 
 
-async def _check(http: httpx.AsyncClient, run: Run, bad: list[Run]) -> None:
-    path = f"{run.url}/apps/{run.app}/users/{run.user}/sessions/{run.session}"
+async def _check(run: Run, bad: list[Run]) -> None:
+    path = f"/apps/{run.app}/users/{run.user}/sessions/{run.session}"
     for attempt in range(3):  # a loaded server may drop a connection: a GET is safe to retry
         try:
-            answer = await http.get(path)
+            answer = await request(Origin.of(run.url), "GET", path)
             break
-        except httpx.TransportError:
+        except WireError:
             if attempt == 2:
                 raise
-    stored = answer.json().get("events", []) if answer.status_code == 200 else None
+    stored = answer.json().get("events", []) if answer.status == 200 else None
     if stored is None or not _same(stored, run.events):
         bad.append(run)
-
-
-def _client_for(n: int) -> httpx.AsyncClient:
-    """A client for ``n`` concurrent requests, each on a connection of its own: no kept-alive
-    connection, so no request races a server closing an idle one."""
-    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=0)
-    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(300.0))
 
 
 async def load(
@@ -188,35 +179,32 @@ async def load(
     ``server_cpu`` gives the servers' CPU seconds so far: read before and after the load.
     """
     out: list[Run] = []
-    async with _client_for(n) as http:
-        cpu_before, client_before = server_cpu(), time.process_time()
-        started = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            for index in range(n):
-                nursery.start_soon(_client, http, urls, index, app, impl, runs, out)
-        wall = time.perf_counter() - started
-        cpu, client_cpu = server_cpu() - cpu_before, time.process_time() - client_before
+    cpu_before, client_before = server_cpu(), time.process_time()
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for index in range(n):
+            nursery.start_soon(_client, urls, index, app, impl, runs, out)
+    wall = time.perf_counter() - started
+    cpu, client_cpu = server_cpu() - cpu_before, time.process_time() - client_before
     bad: list[Run] = []
-    async with _client_for(16) as http:
-        limiter = trio.CapacityLimiter(16)
+    limiter = trio.CapacityLimiter(CHECKS)
 
-        async def check(run: Run) -> None:
-            async with limiter:
-                await _check(http, run, bad)
+    async def check(run: Run) -> None:
+        async with limiter:
+            await _check(run, bad)
 
-        async with trio.open_nursery() as nursery:
-            for run in out:
-                if run.error is None:
-                    nursery.start_soon(check, run)
+    async with trio.open_nursery() as nursery:
+        for run in out:
+            if run.error is None:
+                nursery.start_soon(check, run)
     return Load(wall, out, len(bad), cpu, client_cpu)
 
 
 async def unloaded(urls: list[str], impl: str, app: str, count: int) -> float:
     """The median time of ``count`` runs one after the other (also warms the server up)."""
     out: list[Run] = []
-    async with _client_for(1) as http:
-        for _ in range(count):
-            await _client(http, urls, 0, app, impl, 1, out)
+    for _ in range(count):
+        await _client(urls, 0, app, impl, 1, out)
     failed = [run.error for run in out if run.error]
     if failed:
         raise RuntimeError(f"{impl} {app}: an unloaded run failed: {failed[0]}")
