@@ -89,6 +89,54 @@ async def test_the_status_line_has_its_reason(nursery: trio.Nursery) -> None:
     assert (head.status_code, head.reason, body) == (404, b"Not Found", b"gone")
 
 
+class Lifespan:
+    """An ASGI app that records its lifespan; its shutdown awaits ``cleanup`` seconds (a
+    checkpoint: a cancelled app would not get past it)."""
+
+    def __init__(self, cleanup: float = 0.0) -> None:
+        self.cleanup = cleanup
+        self.seen: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        while True:
+            kind = (await receive())["type"]
+            self.seen.append(kind)
+            if kind == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+                continue
+            await trio.sleep(self.cleanup)
+            self.seen.append("cleaned up")
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def test_a_cancelled_serve_still_shuts_the_app_down() -> None:
+    app = Lifespan(cleanup=0.01)
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, app)
+        nursery.cancel_scope.cancel()
+    assert app.seen == ["lifespan.startup", "lifespan.shutdown", "cleaned up"]
+
+
+async def test_an_app_that_does_not_shut_down_in_time_is_cancelled(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Lifespan(cleanup=3600.0)
+    stop = trio.Event()
+    with trio.fail_after(100):  # on the mock clock
+        async with trio.open_nursery() as nursery:
+            await _start(nursery, app, shutdown_trigger=stop.wait, shutdown_timeout=30.0)
+            started = trio.current_time()
+            stop.set()
+        assert trio.current_time() - started == pytest.approx(30.0, abs=0.5)
+    assert app.seen == ["lifespan.startup", "lifespan.shutdown"]
+    assert "did not shut down within 30.0 seconds" in caplog.text
+
+
 async def test_an_app_that_fails_to_start_stops_serve() -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         assert scope["type"] == "lifespan"
@@ -101,7 +149,12 @@ async def test_an_app_that_fails_to_start_stops_serve() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("keep_alive_timeout", 0), ("max_header_bytes", 100), ("graceful_timeout", -1)],
+    [
+        ("keep_alive_timeout", 0),
+        ("max_header_bytes", 100),
+        ("graceful_timeout", -1),
+        ("shutdown_timeout", -1),
+    ],
 )
 async def test_bad_options_are_refused(option: str, value: float) -> None:
     with pytest.raises(ConfigurationError, match=option):

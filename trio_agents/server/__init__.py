@@ -77,6 +77,7 @@ from ._serve import (
     DEFAULT_BACKLOG as DEFAULT_BACKLOG,
     DEFAULT_KEEP_ALIVE_TIMEOUT as DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_HEADER_BYTES as DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_SHUTDOWN_TIMEOUT as DEFAULT_SHUTDOWN_TIMEOUT,
     serve as serve,
 )
 from ._traces import TraceRecorder as TraceRecorder
@@ -89,6 +90,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DETACHED_RUNS",
     "DEFAULT_MAX_HEADER_BYTES",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
     "TraceRecorder",
     "UI_PATH",
     "UI_PUBLIC_PATHS",

@@ -21,16 +21,23 @@ class Lifespan:
 
     ``state = await nursery.start(lifespan.run)`` returns once the app has started (its
     ``lifespan.startup.complete``) with the lifespan state every request scope gets a copy of;
-    ``await lifespan.shutdown()`` asks the app to shut down and waits until it has.
+    ``await lifespan.shutdown()`` asks the app to shut down and waits until it has, at most
+    ``shutdown_timeout`` seconds.
+
+    Once the app has started, its lifespan task is shielded from the cancellation of the
+    nursery it runs in: a server that is cancelled still tells the app to shut down (call
+    ``shutdown`` in a ``finally``), and ``shutdown`` is what ends the task.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, shutdown_timeout: float) -> None:
         self._app = app
+        self._shutdown_timeout = shutdown_timeout
         self._to_app, self._from_server = trio.open_memory_channel[Message](1)
         self._started = trio.Event()
         self._stopped = trio.Event()
         self._failure: str | None = None
         self._received = False
+        self._scope = trio.CancelScope()
         self.state: dict[str, Any] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[dict[str, Any] | None]) -> None:
@@ -42,13 +49,16 @@ class Lifespan:
             "asgi": {"version": "3.0", "spec_version": "2.0"},
             "state": self.state,
         }
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._call_app, scope)
-            await self._to_app.send({"type": "lifespan.startup"})
-            await self._started.wait()
-            if self._failure is not None:
-                nursery.cancel_scope.cancel(reason="the app failed to start")
-            task_status.started(self.state if self._failure is None else None)
+        with self._scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._call_app, scope)
+                await self._to_app.send({"type": "lifespan.startup"})
+                await self._started.wait()
+                if self._failure is not None:
+                    nursery.cancel_scope.cancel(reason="the app failed to start")
+                else:  # from now on only shutdown() ends the app's lifespan
+                    self._scope.shield = True
+                task_status.started(self.state if self._failure is None else None)
 
     def check(self) -> None:
         """Raise :class:`ConfigurationError` if the app failed to start (``run`` started with
@@ -57,11 +67,17 @@ class Lifespan:
             raise ConfigurationError(f"the app failed to start: {self._failure}")
 
     async def shutdown(self) -> None:
-        """Ask the app to shut down; return once it has (or its lifespan task ended)."""
-        if self._stopped.is_set():
-            return
-        await self._to_app.send({"type": "lifespan.shutdown"})
-        await self._stopped.wait()
+        """Ask the app to shut down and wait until it has (or its lifespan task ended), at most
+        the shutdown timeout, even in a cancelled scope; then end the lifespan task."""
+        timeout = self._shutdown_timeout
+        with trio.CancelScope(shield=True) as waiting:
+            waiting.deadline = trio.current_time() + timeout
+            if not self._stopped.is_set():
+                await self._to_app.send({"type": "lifespan.shutdown"})
+                await self._stopped.wait()
+        if waiting.cancelled_caught:
+            log.warning("the app did not shut down within %s seconds: it is cancelled", timeout)
+        self._scope.cancel(reason="the app's lifespan is over")
 
     async def _call_app(self, scope: Message) -> None:
         try:

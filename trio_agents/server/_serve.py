@@ -15,7 +15,13 @@ from ._core import ServerCore
 from ._h11 import ConnectionSettings, HTTPConnection, ServerState
 from ._lifespan import Lifespan
 
-__all__ = ["DEFAULT_BACKLOG", "DEFAULT_KEEP_ALIVE_TIMEOUT", "DEFAULT_MAX_HEADER_BYTES", "serve"]
+__all__ = [
+    "DEFAULT_BACKLOG",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT",
+    "DEFAULT_MAX_HEADER_BYTES",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "serve",
+]
 
 DEFAULT_BACKLOG = 2048
 """Connections the kernel queues before the server accepts them (Linux caps it at
@@ -26,6 +32,9 @@ DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 
 DEFAULT_MAX_HEADER_BYTES = 16384
 """The largest request line plus headers; a larger one is answered 431 and closed."""
+
+DEFAULT_SHUTDOWN_TIMEOUT = 60.0
+"""Seconds the app's lifespan shutdown may take before it is cancelled."""
 
 
 async def serve(
@@ -39,6 +48,7 @@ async def serve(
     backlog: int = DEFAULT_BACKLOG,
     keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT,
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the ASGI ``app`` on ``host:port`` until cancelled or ``shutdown_trigger`` returns.
@@ -46,36 +56,39 @@ async def serve(
     Run it with ``trio.run(functools.partial(serve, app, port=8000))``, or start it in a nursery:
     ``urls = await nursery.start(functools.partial(serve, app, port=0))`` gives the bound URLs
     (port 0 picks a free port). The app's lifespan starts before the first connection is
-    accepted and shuts down after the last one. When ``shutdown_trigger`` returns, the runs in
-    flight of an app of :func:`create_app` are cancelled first (their streams end with
-    ``event: cancelled``), the server stops accepting, idle connections close, and requests get
-    ``graceful_timeout`` seconds to finish. ``backlog`` is the listen queue: the connections the
-    kernel holds for the server to accept (a burst of more is reset). ``keep_alive_timeout`` is
-    how long a connection may sit idle, or take to send a request head, before it is closed;
-    a request head over ``max_header_bytes`` is answered 431. ``access_log`` logs a line per
-    request to the ``trio_agents.server.access`` logger (on standard output unless it has
-    handlers).
+    accepted and shuts down after the last one, also when ``serve`` is cancelled; its shutdown
+    may take ``shutdown_timeout`` seconds before it is cancelled. When ``shutdown_trigger``
+    returns, the runs in flight of an app of :func:`create_app` are cancelled first (their
+    streams end with ``event: cancelled``), the server stops accepting, idle connections close,
+    and requests get ``graceful_timeout`` seconds to finish. ``backlog`` is the listen queue:
+    the connections the kernel holds for the server to accept (a burst of more is reset).
+    ``keep_alive_timeout`` is how long a connection may sit idle, or take to send a request
+    head, before it is closed; a request head over ``max_header_bytes`` is answered 431.
+    ``access_log`` logs a line per request to the ``trio_agents.server.access`` logger (on
+    standard output unless it has handlers).
 
     The HTTP server is trio_agents' own, on h11: HTTP/1.1 with keep-alive, pipelining,
     chunked bodies and ``Expect: 100-continue``, and HTTP/1.0. It does not speak TLS, HTTP/2 or
     WebSockets; put a proxy in front for TLS.
     """
-    _check(backlog, keep_alive_timeout, max_header_bytes, graceful_timeout)
+    _check(backlog, keep_alive_timeout, max_header_bytes, graceful_timeout, shutdown_timeout)
     if shutdown_trigger is not None:
         shutdown_trigger = functools.partial(_cancelling_runs, app, shutdown_trigger)
     if access_log:
         _log_to_stdout()
-    lifespan = Lifespan(app)
+    lifespan = Lifespan(app, shutdown_timeout)
     async with trio.open_nursery() as nursery:
         state = await nursery.start(lifespan.run)
         if state is not None:
-            settings = ConnectionSettings(
-                app, state, keep_alive_timeout, max_header_bytes, access_log
-            )
-            listeners = await _listen(host, port, backlog)
-            task_status.started([_url(listener) for listener in listeners])
-            await _accept(settings, listeners, shutdown_trigger, graceful_timeout)
-            await lifespan.shutdown()
+            try:
+                settings = ConnectionSettings(
+                    app, state, keep_alive_timeout, max_header_bytes, access_log
+                )
+                listeners = await _listen(host, port, backlog)
+                task_status.started([_url(listener) for listener in listeners])
+                await _accept(settings, listeners, shutdown_trigger, graceful_timeout)
+            finally:
+                await lifespan.shutdown()
     lifespan.check()
 
 
@@ -103,7 +116,11 @@ async def _accept(
 
 
 def _check(
-    backlog: int, keep_alive_timeout: float, max_header_bytes: int, graceful_timeout: float
+    backlog: int,
+    keep_alive_timeout: float,
+    max_header_bytes: int,
+    graceful_timeout: float,
+    shutdown_timeout: float,
 ) -> None:
     if backlog < 1:
         raise ConfigurationError(f"backlog must be >= 1, got {backlog}")
@@ -113,6 +130,8 @@ def _check(
         raise ConfigurationError(f"max_header_bytes must be >= 1024, got {max_header_bytes}")
     if not graceful_timeout >= 0:
         raise ConfigurationError(f"graceful_timeout must be >= 0, got {graceful_timeout}")
+    if not shutdown_timeout >= 0:
+        raise ConfigurationError(f"shutdown_timeout must be >= 0, got {shutdown_timeout}")
 
 
 async def _listen(host: str, port: int, backlog: int) -> list[trio.SocketListener]:
