@@ -449,12 +449,11 @@ async def _copy(
     fed = gathering is not None  # a run adds its frames to the batch: the channel stays quiet
     gathering = gathering or Gathering()
     while True:
-        with trio.move_on_after(ping_interval if ping else math.inf) as idle:
-            try:
-                batch = [await frames.receive()]
-            except trio.EndOfChannel:
-                return
-        if idle.cancelled_caught:
+        try:
+            batch = await _next_frame(frames, ping_interval if ping else math.inf)
+        except trio.EndOfChannel:
+            return
+        if not batch:
             assert ping is not None
             await ping()
             continue
@@ -466,6 +465,23 @@ async def _copy(
         await sink(batch)
         if ended or batch[-1].terminal:  # nothing follows a terminal frame
             return
+
+
+async def _next_frame(
+    frames: trio.MemoryReceiveChannel[Frame], ping_interval: float
+) -> list[Frame]:
+    """``[the next frame]``, or ``[]`` when none came within ``ping_interval`` (time for a ping).
+
+    Raises:
+        trio.EndOfChannel: the channel ended.
+    """
+    try:
+        return [frames.receive_nowait()]  # a frame is ready: no timer needed
+    except trio.WouldBlock:
+        pass
+    with trio.move_on_after(ping_interval):
+        return [await frames.receive()]
+    return []
 
 
 GATHER_ROUNDS = 6
