@@ -128,3 +128,14 @@ async def test_middleware_added_after_create_app_sees_the_direct_routes(
     assert created.headers["x-marked"] == "1"
     run = await client.post(url + "/run_sse", json=run_body(created.json()["id"]))
     assert run.headers["x-marked"] == "1"
+
+
+async def test_an_app_in_debug_mode_answers_failures_with_starlettes_traceback(
+    start_server: Start, client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app({"myapp": weather_agent()}, session_service=Broken())
+    app.debug = True
+    url = await start_server(app)
+    failed = await client.post(url + S, json={"sessionId": "broken"})
+    assert failed.status_code == 500
+    assert "RuntimeError: the store broke" in failed.text

@@ -28,8 +28,9 @@ class ApiApp(Starlette):
     every ``send``. For the ``direct`` routes this app does in one step what the stack does: the
     endpoint's response is sent; an exception the app has a handler for is answered by it; any
     other failure is answered 500 ``Internal Server Error`` (unless the response has started) and
-    raised again. Only while the app's middleware is its own ``RefuseNul`` alone: with auth,
-    CORS or middleware added later, every request goes through the stack.
+    raised again. Only while the app's middleware is its own ``RefuseNul`` alone and it is not
+    in debug mode: with auth, CORS, middleware added later or ``debug``, every request goes
+    through the stack.
     """
 
     def __init__(self, *, direct: Sequence[BaseRoute], **kwargs: Any) -> None:
@@ -52,7 +53,7 @@ class ApiApp(Starlette):
     def _bypassing(self) -> bool:
         if self._bypass is None:  # decided on the first request: middleware is added before
             mine: list[Any] = [m.cls for m in self.user_middleware]
-            self._bypass = mine == [RefuseNul]
+            self._bypass = mine == [RefuseNul] and not self.debug
         return self._bypass
 
     def _endpoint(self, scope: Scope) -> Endpoint | None:
