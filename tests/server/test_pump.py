@@ -138,3 +138,34 @@ def test_nothing_is_taken_while_no_batch_is_gathered_or_it_is_full() -> None:
     gathering.batch = []
     assert gathering.take(frame)
     assert gathering.batch == [frame]
+
+
+async def test_a_client_told_of_the_end_is_not_taken_for_one_that_left() -> None:
+    """An ASGI server may answer ``receive`` with ``http.disconnect`` as soon as the response is
+    complete, which the terminal frame's write makes it: the run is not cancelled for that."""
+    send, receive = trio.open_memory_channel[Frame](0)
+    complete = trio.Event()
+    left: list[str] = []
+
+    async def disconnect_once_complete() -> dict[str, str]:
+        await complete.wait()
+        return {"type": "http.disconnect"}
+
+    async def sink(batch: list[Frame]) -> None:
+        await trio.lowlevel.checkpoint()  # the write
+        if batch[-1].terminal:
+            complete.set()
+
+    async def producer() -> None:
+        async with send:
+            for frame in [*_frames(3), terminal_frame("done", "inv")]:
+                await send.send(frame)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        ended = await pump(
+            receive, disconnect_once_complete, sink, on_disconnect=lambda: left.append("left")
+        )
+        await trio.testing.wait_all_tasks_blocked()
+    assert ended
+    assert left == []

@@ -24,6 +24,7 @@ from ..sessions import SessionService
 from ._cluster import cluster_of
 from ._core import ServerCore
 from ._dev import DevRoutes
+from ._direct import ApiApp
 from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
@@ -125,8 +126,10 @@ def create_app(
         ping_interval=ping_interval,
     )
     dev = DevRoutes(core, traces, body=body).routes() if traces is not None else []
-    app = Starlette(
-        routes=[*_routes(sessions, runs), *dev, *extra_routes],
+    api = _routes(sessions, runs)
+    app = ApiApp(
+        direct=api[:DIRECT_ROUTES],
+        routes=[*api, *dev, *extra_routes],
         middleware=_middleware(auth_token, cors_origins, public_paths),
         exception_handlers={
             HTTPError: _http_error,
@@ -141,10 +144,15 @@ def create_app(
     return app
 
 
+DIRECT_ROUTES = 3
+"""The first routes of :func:`_routes`, which every run takes: served without Starlette's
+layers (see :class:`ApiApp`)."""
+
+
 def _routes(sessions: SessionRoutes, runs: RunRoutes) -> list[BaseRoute]:
     s, r = sessions, runs
     sessions_path = "/apps/{app_name}/users/{user_id}/sessions"
-    return [  # the routes of a run first: each request tries the routes in order
+    return [  # the routes of a run first (served directly): each request tries them in order
         Route("/run_sse", r.run_sse, methods=["POST"]),
         Route("/run", r.run_json, methods=["POST"]),
         Route(sessions_path, s.create_session, methods=["POST"]),

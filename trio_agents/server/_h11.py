@@ -170,6 +170,8 @@ class HTTPConnection:
         """Whether the request is read whole. What the app left unread of its body is read and
         dropped (the answer promised keep-alive), up to :data:`UNREAD_BODY_BYTES` and within
         ``keep_alive_timeout``; past either, the connection closes."""
+        if self.h11.their_state is h11.DONE:  # the usual case: no waiting, no timer
+            return True
         dropped = 0
         with trio.move_on_after(self.settings.keep_alive_timeout):
             try:

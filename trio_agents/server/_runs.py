@@ -394,14 +394,15 @@ async def pump(
     gathering: Gathering | None = None,
     nursery: trio.Nursery | None = None,
 ) -> bool:
-    """Hand every frame to ``sink`` until the channel ends; False when the client left first.
+    """Hand every frame to ``sink`` until the channel ends or a terminal frame is written (nothing
+    follows one); False when the client left first.
 
-    ``on_disconnect`` runs as soon as ``http.disconnect`` arrives; the frames channel is closed
-    then, so a driver still sending learns that its client is gone. While a batch is gathered,
-    ``gathering`` shows it, so the run can add its frames there without waiting; a run given a
-    ``gathering`` sends a frame through the channel only when it cannot add it there. The task
-    waiting for the disconnection runs in ``nursery`` (the caller's, if it has one: that saves
-    opening another) and is stopped before ``pump`` returns.
+    ``on_disconnect`` runs as soon as ``http.disconnect`` arrives before that; the frames channel
+    is closed then, so a driver still sending learns that its client is gone. While a batch is
+    gathered, ``gathering`` shows it, so the run can add its frames there without waiting; a
+    run given a ``gathering`` sends a frame through the channel only when it cannot add it
+    there. The task waiting for the disconnection runs in ``nursery`` (the caller's, if it has
+    one: that saves opening another) and is stopped before ``pump`` returns.
     """
     if nursery is None:
         async with trio.open_nursery() as own:
@@ -423,6 +424,8 @@ async def pump(
         with watching:  # stopped from outside: nothing is raised out of this task
             while (await receive())["type"] != "http.disconnect":
                 pass
+            if watching.cancel_called:  # the stream ended first (and told the client so)
+                return
             gone = True
             on_disconnect()
             copying.cancel(reason="the client disconnected")
@@ -446,12 +449,11 @@ async def _copy(
     fed = gathering is not None  # a run adds its frames to the batch: the channel stays quiet
     gathering = gathering or Gathering()
     while True:
-        with trio.move_on_after(ping_interval if ping else math.inf) as idle:
-            try:
-                batch = [await frames.receive()]
-            except trio.EndOfChannel:
-                return
-        if idle.cancelled_caught:
+        try:
+            batch = await _next_frame(frames, ping_interval if ping else math.inf)
+        except trio.EndOfChannel:
+            return
+        if not batch:
             assert ping is not None
             await ping()
             continue
@@ -461,8 +463,25 @@ async def _copy(
         finally:
             gathering.batch = None
         await sink(batch)
-        if ended:
+        if ended or batch[-1].terminal:  # nothing follows a terminal frame
             return
+
+
+async def _next_frame(
+    frames: trio.MemoryReceiveChannel[Frame], ping_interval: float
+) -> list[Frame]:
+    """``[the next frame]``, or ``[]`` when none came within ``ping_interval`` (time for a ping).
+
+    Raises:
+        trio.EndOfChannel: the channel ended.
+    """
+    try:
+        return [frames.receive_nowait()]  # a frame is ready: no timer needed
+    except trio.WouldBlock:
+        pass
+    with trio.move_on_after(ping_interval):
+        return [await frames.receive()]
+    return []
 
 
 GATHER_ROUNDS = 6
@@ -511,25 +530,31 @@ def _take_ready(frames: trio.MemoryReceiveChannel[Frame], batch: list[Frame]) ->
 
 
 class _SseWriter:
+    """Writes frames as SSE; the terminal frame ends the response (with the frames before it:
+    one write)."""
+
     def __init__(self, send: Send) -> None:
         self._send = send
+        self._ended = False
 
     async def start(self) -> None:
-        headers = [(k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()]
-        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
 
     async def write(self, frames: list[Frame]) -> None:
         data = frames[0].encode() if len(frames) == 1 else b"".join(f.encode() for f in frames)
-        await self._chunk(data)
+        self._ended = frames[-1].terminal
+        await self._send({"type": "http.response.body", "body": data, "more_body": not self._ended})
 
     async def ping(self) -> None:
-        await self._chunk(b": ping\n\n")
+        await self._send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
 
     async def finish(self) -> None:
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        """End the response (the stream ended without a terminal frame)."""
+        if not self._ended:
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _chunk(self, data: bytes) -> None:
-        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+_SSE_HEAD = [(k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()]
 
 
 class _JsonCollector:
