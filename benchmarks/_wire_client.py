@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 import trio
 
 READ_BYTES = 65536
+ANSWER_TIMEOUT = 300.0
+"""Seconds a request may take from connecting to the server's close (a hung server fails the
+run instead of the benchmark)."""
 
 
 class WireError(Exception):
@@ -66,14 +69,16 @@ class Origin:
 async def request(origin: Origin, method: str, path: str, body: Any = None) -> Answer:
     """``method path`` with ``body`` as JSON (none if ``None``), on a connection of its own."""
     payload = b"" if body is None else json.dumps(body).encode()
-    try:
-        stream = await trio.open_tcp_stream(origin.host, origin.port)
-        async with stream:
-            await stream.send_all(origin.head(method, path, len(payload)) + payload)
-            received = await _read_to_end(stream)
-    except (OSError, trio.BrokenResourceError) as exc:
-        raise WireError(f"{type(exc).__name__}: {exc}") from exc
-    return parse(received)
+    with trio.move_on_after(ANSWER_TIMEOUT) as waiting:
+        try:
+            stream = await trio.open_tcp_stream(origin.host, origin.port)
+            async with stream:
+                await stream.send_all(origin.head(method, path, len(payload)) + payload)
+                return parse(await _read_to_end(stream))
+        except (OSError, trio.BrokenResourceError) as exc:
+            raise WireError(f"{type(exc).__name__}: {exc}") from exc
+    assert waiting.cancelled_caught
+    raise WireError(f"no whole answer within {ANSWER_TIMEOUT} seconds")
 
 
 async def _read_to_end(stream: trio.SocketStream) -> bytes:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import functools
 
-from benchmarks._wire_client import Origin, WireError, dechunk, parse
+import pytest
+import trio
+import trio.testing
+
+from benchmarks._wire_client import Origin, WireError, dechunk, parse, request
 
 
 def test_a_sized_body_is_cut_at_its_content_length() -> None:
@@ -47,3 +51,16 @@ def test_only_an_http_url_with_a_port_is_an_origin() -> None:
     assert Origin.of("http://127.0.0.1:8000") == Origin("127.0.0.1", 8000)
     with pytest.raises(ValueError, match="http://host:port"):
         Origin.of("https://127.0.0.1")
+
+
+async def test_a_server_that_never_closes_is_a_wire_error(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    async def silent(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    serving = functools.partial(trio.serve_tcp, silent, 0, host="127.0.0.1")
+    (listener,) = await nursery.start(serving)
+    port = listener.socket.getsockname()[1]
+    with pytest.raises(WireError, match="no whole answer within"):
+        await request(Origin("127.0.0.1", port), "GET", "/")

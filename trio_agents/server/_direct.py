@@ -100,6 +100,5 @@ class ApiApp(Starlette):
             if handler is not None:
                 response = handler(request, exc)
                 assert isinstance(response, Response)
-                exc.__traceback__ = None  # the exception may be reused: no growing traceback
                 return response
         raise exc
