@@ -114,16 +114,26 @@ class SessionExistsError(SessionError):
 
 
 class StaleSessionError(SessionError, ValueError):
-    """``append_event`` was called with a snapshot older than the stored session."""
+    """``append_event`` was called with a snapshot older than the stored session, or with one of
+    a session that was deleted and created again under the same id since (``recreated``)."""
 
-    def __init__(self, session_id: str, *, expected: int, actual: int) -> None:
+    def __init__(
+        self, session_id: str, *, expected: int, actual: int, recreated: bool = False
+    ) -> None:
+        if recreated:
+            reason = (
+                f"the session was deleted and created again since the snapshot was taken "
+                f"(now at revision {actual})"
+            )
+        else:
+            reason = f"the snapshot has revision {expected}, the store has revision {actual}"
         super().__init__(
-            f"Session {session_id} is stale: the snapshot has revision {expected}, "
-            f"the store has revision {actual}; reload it with get_session()",
+            f"Session {session_id} is stale: {reason}; reload it with get_session()",
             session_id=session_id,
         )
         self.expected = expected
         self.actual = actual
+        self.recreated = recreated
 
 
 class SessionBusyError(SessionError):

@@ -368,6 +368,55 @@ async def test_append_to_deleted_session_raises_not_found(
     assert isinstance(info.value, LookupError)
 
 
+async def _recreated(svc: SessionService, session: Session, events: int) -> Session:
+    """Delete ``session`` and create it again under its id, with ``events`` events."""
+    ids = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+    await svc.delete_session(**ids)
+    again = await svc.create_session(**ids, state={"new": True})
+    await append_all(svc, again, [event({"n": i}) for i in range(events)])
+    return again
+
+
+@pytest.mark.parametrize("events", [0, 2])
+async def test_append_through_a_snapshot_of_a_deleted_and_recreated_session_is_stale(
+    session_service: SessionService, events: int
+) -> None:
+    """A session deleted and created again under the same id is another session: a snapshot of
+    the old one is stale for it, even when the revisions agree, and nothing of it is stored."""
+    old = await create(session_service, session_id="same")
+    await append_all(session_service, old, [event({"o": i}) for i in range(events)])
+    listed = (await session_service.list_sessions(app_name=APP, user_id=USER))[0]
+    again = await _recreated(session_service, old, events)
+    assert (old.revision, listed.revision) == (again.revision, again.revision) == (events, events)
+
+    for snapshot in (old, listed):
+        before = attrs.evolve(snapshot, state=dict(snapshot.state))
+        with pytest.raises(StaleSessionError, match="deleted and created again") as info:
+            await session_service.append_event(snapshot, event({"late": 1}))
+        assert (info.value.session_id, info.value.recreated) == ("same", True)
+        assert snapshot == before
+    stored = await reread(session_service, again)
+    assert (stored.state, list(stored.events)) == (again.state, list(again.events))
+    await session_service.append_event(stored, event({"late": 1}))  # a fresh snapshot appends
+    last = {"n": events - 1} if events else {}
+    assert (await reread(session_service, again)).state == {"new": True, **last, "late": 1}
+
+
+async def test_a_snapshot_built_by_hand_is_checked_by_its_revision_alone(
+    session_service: SessionService,
+) -> None:
+    """A ``Session`` built by the caller carries no incarnation: its revision is its check."""
+    old = await create(session_service, session_id="same")
+    await _recreated(session_service, old, 1)
+    stale = Session(id="same", app_name=APP, user_id=USER, revision=0)
+    with pytest.raises(StaleSessionError) as info:
+        await session_service.append_event(stale, event({"a": 1}))
+    assert not info.value.recreated
+    current = Session(id="same", app_name=APP, user_id=USER, revision=1)
+    await session_service.append_event(current, event({"a": 1}))
+    assert (await reread(session_service, old)).state == {"new": True, "n": 0, "a": 1}
+
+
 async def test_cancelled_append_stores_nothing(session_service: SessionService) -> None:
     """SessionService: if append_event is cancelled, nothing is appended."""
     session = await create(session_service)

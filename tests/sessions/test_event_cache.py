@@ -210,19 +210,42 @@ async def test_a_session_deleted_and_created_again_does_not_bring_back_old_event
         assert not {e.id for e in old.events} & {e.id for e in read.events}
 
 
+async def _read_then_recreated(one: Service, two: Service) -> Session:
+    """``one``'s snapshot of a session of 2 events, which ``two`` then deletes and creates again
+    with 2 others."""
+    session = await one.create_session(**_create())
+    await fill(one, session, 2)
+    mine = await found(one)
+    await two.delete_session(**WHERE)
+    theirs = await two.create_session(**_create())
+    await fill(two, theirs, 2, start=50)
+    return mine
+
+
 async def test_a_session_deleted_and_created_again_unseen_in_between(
     open_service: Opener,
 ) -> None:
     """The cached service never sees the session missing: another deletes and re-creates it
-    between two of its reads, and the old snapshot's append then finds the same revision."""
+    between two of its reads. The old snapshot's append finds the same revision, and is refused
+    all the same: the session it was read from is gone."""
     async with open_service() as one, open_service() as two:
-        session = await one.create_session(**_create())
-        await fill(one, session, 2)
-        mine = await found(one)
-        await two.delete_session(**WHERE)
-        theirs = await two.create_session(**_create())
-        await fill(two, theirs, 2, start=50)
-        await one.append_event(mine, event(7))  # revision 2 again: the store takes it
+        mine = await _read_then_recreated(one, two)
+        with pytest.raises(StaleSessionError, match="deleted and created again") as caught:
+            await one.append_event(mine, event(7))
+        assert (caught.value.recreated, caught.value.expected, caught.value.actual) == (True, 2, 2)
+        read = await found(one)
+        assert read == await uncached(open_service)
+        assert [e.actions.state_delta["i"] for e in read.events] == [50, 51]
+
+
+async def test_a_snapshot_built_by_hand_appends_to_a_cached_view(open_service: Opener) -> None:
+    """A snapshot built by hand carries no incarnation: only its revision is checked. Built on
+    a cached view of the old incarnation, its append does not make the cache serve that
+    incarnation's events."""
+    async with open_service() as one, open_service() as two:
+        mine = await _read_then_recreated(one, two)
+        by_hand = Session(id="s", app_name="app", user_id="u", events=mine.events, revision=2)
+        await one.append_event(by_hand, event(7))  # revision 2 again: the store takes it
         read = await found(one)
         assert read == await uncached(open_service)
         assert [e.actions.state_delta["i"] for e in read.events] == [50, 51, 7]

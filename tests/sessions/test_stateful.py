@@ -16,7 +16,9 @@ service must agree with :class:`ContractModel`:
   session does nothing;
 * R-ST-8: ``num_recent_events`` / ``after_timestamp`` windows (the state is always whole);
 * R-SS-6 / ARCHITECTURE §4: the revision counts committed events; an append through an older
-  snapshot raises ``StaleSessionError`` and stores nothing; events read back in commit order.
+  snapshot raises ``StaleSessionError`` and stores nothing, as does an append through a snapshot
+  of a session deleted and created again since (at any revision); events read back in commit
+  order.
 
 Trio runs on a dedicated thread (ECOSYSTEM §1: hypothesis-trio is broken): :class:`TrioThread`
 hosts one ``trio.run`` per example with a root nursery, each rule runs its coroutine there with
@@ -204,6 +206,7 @@ class SessionServiceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.model = ContractModel()
+        self.origins: dict[int, tuple[Session, int]] = {}  # id -> (snapshot, its incarnation)
         self.clock = 0.0
         self.trio = TrioThread()
         self.service: SessionService = self.trio.hold(type(self).factory)
@@ -251,7 +254,12 @@ class SessionServiceMachine(RuleBasedStateMachine):
         self.model.create(key, state)
         assert created.state == self.model.merged(key)
         assert (len(created.events), created.revision) == (0, 0)
-        return created
+        return self._seen(created)
+
+    def _seen(self, snapshot: Session) -> Session:
+        """Note which incarnation of its session ``snapshot`` was read from."""
+        self.origins[id(snapshot)] = (snapshot, self.model.sessions[_key(snapshot)].created)
+        return snapshot
 
     @rule(
         target=snapshots,
@@ -286,7 +294,7 @@ class SessionServiceMachine(RuleBasedStateMachine):
         assert found.state == self.model.merged(key)
         assert list(found.events) == self.model.window(key, config)
         assert found.revision == self.model.sessions[key].revision
-        return found
+        return self._seen(found)
 
     @rule(app=st.sampled_from(APPS), user=st.none() | st.sampled_from(USERS))
     def list_sessions(self, app: str, user: str | None) -> None:
@@ -310,6 +318,13 @@ class SessionServiceMachine(RuleBasedStateMachine):
     @rule(snapshot=snapshots)
     def delete(self, snapshot: Session) -> None:
         self._delete(_key(snapshot))
+
+    @rule(target=snapshots, snapshot=snapshots, state=deltas)
+    def recreate(self, snapshot: Session, state: dict[str, Any]) -> Any:
+        """Delete the session and create it again under the same id: the snapshots of the old
+        one (at revision 0 too) are stale for the new one."""
+        self._delete(_key(snapshot))
+        return self.create(snapshot.app_name, snapshot.user_id, snapshot.id, state)
 
     def _delete(self, key: tuple[str, str, str]) -> None:
         async def delete() -> None:
@@ -348,10 +363,12 @@ class SessionServiceMachine(RuleBasedStateMachine):
                 self.call(append)
             assert snapshot == before
             return
-        if snapshot.revision != stored.revision:
-            label("append: stale")
-            with pytest.raises(StaleSessionError):
+        recreated = self.origins[id(snapshot)][1] != stored.created
+        if recreated or snapshot.revision != stored.revision:
+            label("append: recreated" if recreated else "append: stale")
+            with pytest.raises(StaleSessionError) as caught:
                 self.call(append)
+            assert caught.value.recreated == recreated
             assert snapshot == before
             return
         label("append: committed")
@@ -395,7 +412,11 @@ class SessionServiceMachine(RuleBasedStateMachine):
             return await self.service.append_event(snapshot, event)
 
         stored = self.model.sessions.get(_key(snapshot))
-        if stored is not None and stored.revision == snapshot.revision:
+        if (
+            stored is not None
+            and stored.revision == snapshot.revision
+            and stored.created == self.origins[id(snapshot)][1]
+        ):
             with pytest.raises(SerializationError, match="bad"):
                 self.call(append)
         else:  # which check comes first is the backend's choice

@@ -121,7 +121,10 @@ class Session:
 
     ``state`` is the merged view (session keys, ``app:`` keys, ``user:`` keys). ``revision`` is
     the number of events the store had committed when the snapshot was taken; appending through an
-    outdated snapshot raises :class:`~trio_agents.StaleSessionError`.
+    outdated snapshot raises :class:`~trio_agents.StaleSessionError`. So does appending through a
+    snapshot of a session that was deleted and created again under the same id since, even at
+    the same revision: a store marks each snapshot it hands out with the session's incarnation
+    (a snapshot built by hand carries none, and only its revision is checked).
     """
 
     id: str
@@ -131,6 +134,10 @@ class Session:
     events: EventLog = attrs.field(factory=EventLog, converter=_event_log)
     revision: int = 0
     last_update_time: float = 0.0
+    _incarnation: float | None = attrs.field(
+        default=None, eq=False, repr=False, alias="_incarnation"
+    )
+    """Which creation of the session the snapshot was read from (the store's mark; internal)."""
 
 
 class SessionService(abc.ABC):

@@ -65,7 +65,7 @@ class _Stored:
     app_name: str
     user_id: str
     state: dict[str, Any]
-    created: int
+    created: int  # unique in the service: the incarnation of the session (and its list order)
     events: list[Event] = attrs.field(factory=list)
     revision: int = 0
     last_update_time: float = 0.0
@@ -157,8 +157,12 @@ class InMemorySessionService(SessionService):
         if stored is None:
             raise SessionNotFoundError(session.id)
         revision = stored.revision
-        if session.revision != revision:
-            raise StaleSessionError(session.id, expected=session.revision, actual=revision)
+        incarnation = session._incarnation
+        recreated = incarnation is not None and incarnation != stored.created
+        if recreated or session.revision != revision:
+            raise StaleSessionError(
+                session.id, expected=session.revision, actual=revision, recreated=recreated
+            )
         check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         if delta and not _plain(delta, stored.state):
@@ -217,4 +221,5 @@ class InMemorySessionService(SessionService):
             events=events,
             revision=stored.revision,
             last_update_time=stored.last_update_time,
+            _incarnation=stored.created,
         )

@@ -1,15 +1,16 @@
 """The SQL of a batch of PostgreSQL appends (what one group commit writes).
 
 A batch's appends are checked and written as if they had run one after the other in the batch's
-order. The rows they touch are locked first: sessions, then app state, then user state, each in
-key order (the order ``create_session`` takes them in too), so batches in several processes wait
-for one another but never deadlock. Each append's revision is then checked against its locked
-session row as the batch's earlier appends left it: an append through a stale snapshot, or to a
-session deleted meanwhile, is refused alone and nothing of it is written. The accepted ones are
-written by one statement for the whole batch (every event, every session row, every app and user
-row it changed). So a batch is four round trips (``BEGIN``, the locks, the writes, ``COMMIT``;
-one more for app and one for user state when a delta has such keys) whatever its size. State
-deltas are merged in Python (JSON numbers keep their exact type, which JSONB would not).
+order. The rows they touch are locked first: sessions, then app state, then user state, each in key
+order (the order ``create_session`` takes them in too), so batches in several processes wait for one
+another but never deadlock. Each append's revision (and incarnation) is then checked against its
+locked session row as the batch's earlier appends left it: an append through a stale snapshot, or to
+a session deleted (or deleted and created again) meanwhile, is refused alone and nothing of it is
+written. The accepted ones are written by one statement for the whole batch (every event, every
+session row, every app and user row it changed). So a batch is four round trips (``BEGIN``, the
+locks, the writes, ``COMMIT``; one more for app and one for user state when a delta has such keys)
+whatever its size. State deltas are merged in Python (JSON numbers keep their exact type, which
+JSONB would not).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any
 import attrs
 import outcome
 
-from .._errors import SessionNotFoundError, StaleSessionError
+from .._errors import SessionNotFoundError
 from .._events import Event
 from .._serde import load_stored
 from .._state import split_state_delta
+from ._sql import Mark
 
 __all__: list[str] = []  # internal: the PostgreSQL session service's group commit
 
@@ -33,13 +35,13 @@ Key = tuple[str, str, str]
 
 @attrs.frozen(eq=False)
 class Append:
-    """Commit ``event`` (serialized as ``body``) if its session is still at ``revision``.
+    """Commit ``event`` (serialized as ``body``) if its session is still as ``mark`` saw it.
 
     A job of the service's ``_run``: called on a connection, it is a batch of one.
     """
 
     key: Key
-    revision: int
+    mark: Mark
     event: Event
     body: str
 
@@ -55,6 +57,7 @@ class _Locked:
 
     text: str | None
     revision: int = 0
+    created: float = 0.0
     updated: float = 0.0
     merged: dict[str, Any] | None = None  # set once a delta is merged into it
 
@@ -93,7 +96,10 @@ def _lock_sessions(conn: Any, keys: list[Key], own: set[Key]) -> dict[Key, _Lock
     """Lock the batch's sessions, in key order; read the state of those an append changes."""
     rows = [(*key, key in own) for key in keys]
     found = _execute(conn, _LOCK_SESSIONS, rows, _SESSION_KEY).fetchall()
-    return {(app, user, id_): _Locked(text, revision) for app, user, id_, revision, text in found}
+    return {
+        (app, user, id_): _Locked(text, revision, created)
+        for app, user, id_, revision, created, text in found
+    }
 
 
 def _lock_scope(
@@ -120,8 +126,8 @@ def _accept(
     session = sessions.get(key)
     if session is None:
         raise SessionNotFoundError(key[2])
-    if session.revision != append.revision:
-        raise StaleSessionError(key[2], expected=append.revision, actual=session.revision)
+    if not append.mark.matches(session.revision, session.created):
+        raise append.mark.stale(key[2], session.revision, session.created)
     app, user, own = delta
     parts = ((session, own), (app_rows.get(key[:1]), app), (user_rows.get(key[:2]), user))
     merged = [(row, row.merging(part)) for row, part in parts if part and row is not None]
@@ -191,7 +197,7 @@ _USER = ("text", "text", "text")
 _SESSION = ("text", "text", "text", "bigint", "float8", "text")
 
 _LOCK_SESSIONS = (
-    "SELECT s.app_name, s.user_id, s.id, s.revision, CASE WHEN k.own THEN s.state END"
+    "SELECT s.app_name, s.user_id, s.id, s.revision, s.created, CASE WHEN k.own THEN s.state END"
     " FROM trio_agents_sessions s JOIN {rows} AS k(app_name, user_id, id, own)"
     " ON s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id"
     " ORDER BY s.app_name, s.user_id, s.id FOR UPDATE OF s"

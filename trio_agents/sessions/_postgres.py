@@ -48,7 +48,7 @@ from ._event_cache import (
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
 from ._pg_locks import SharedLockConnections, open_lock_connection
-from ._sql import Job, Scopes, SqlSessionService
+from ._sql import Job, Mark, Scopes, SqlSessionService
 
 try:
     import psycopg
@@ -250,8 +250,8 @@ class PostgresSessionService(SqlSessionService):
 
         return delete
 
-    def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
-        return Append(key, revision, event, body)
+    def _append_job(self, key: Key, mark: Mark, event: Event, body: str) -> Job[int]:
+        return Append(key, mark, event, body)
 
     # -- exclusivity across processes --------------------------------------------------------
 
@@ -605,7 +605,7 @@ def _merge_row(
 
 
 _SESSION_QUERY = (
-    "SELECT s.user_id, s.id, s.state, s.revision, s.updated, a.state, u.state"
+    "SELECT s.user_id, s.id, s.state, s.revision, s.updated, a.state, u.state, s.created"
     " FROM trio_agents_sessions s"
     " LEFT JOIN trio_agents_app_state a ON a.app_name = s.app_name"
     " LEFT JOIN trio_agents_user_state u ON u.app_name = s.app_name AND u.user_id = s.user_id"
@@ -621,6 +621,7 @@ def _session(
     updated: float,
     app: str | None,
     user: str | None,
+    created: float,
     *,
     events: EventLog,
 ) -> Session:
@@ -633,6 +634,7 @@ def _session(
         events=events,
         revision=revision,
         last_update_time=updated,
+        _incarnation=created,
     )
 
 
@@ -645,8 +647,9 @@ def _read_session(conn: Any, key: Key, config: GetSessionConfig | None) -> Sessi
     return _session(key[0], *row, events=EventLog(_read_events(conn, key, config)))
 
 
-SessionRow = tuple[str, str, str, int, float, str | None, str | None]
-"""A session's user id, id, own state, revision, update time, app and user state."""
+SessionRow = tuple[str, str, str, int, float, str | None, str | None, float]
+"""A session's user id, id, own state, revision, update time, app and user state, and creation
+stamp (its incarnation)."""
 
 _EVENTS_AFTER = (
     "SELECT seq, body FROM trio_agents_events WHERE app_name = %s AND user_id = %s"

@@ -18,6 +18,7 @@ from typing import Any, TypeAlias, TypeVar
 import attrs
 import trio
 
+from .._errors import StaleSessionError
 from .._events import Event
 from .._ids import new_session_id, now
 from .._serde import check_event
@@ -32,6 +33,29 @@ Key: TypeAlias = tuple[str, str, str]
 Job: TypeAlias = Callable[[Any], T]
 """A function of a connection, run by :meth:`SqlSessionService._run` as one transaction."""
 Scopes: TypeAlias = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+@attrs.frozen
+class Mark:
+    """What an append's snapshot saw of its session: the stored session must still be there."""
+
+    revision: int
+    incarnation: float | None  # the session's ``created`` stamp; None: a snapshot built by hand
+
+    @classmethod
+    def of(cls, session: Session) -> Mark:
+        return cls(session.revision, session._incarnation)
+
+    def matches(self, revision: int, created: float) -> bool:
+        """Whether the stored session, at ``revision`` and ``created`` then, is as seen."""
+        return revision == self.revision and self.incarnation in (None, created)
+
+    def stale(self, session_id: str, revision: int, created: float) -> StaleSessionError:
+        """Why an append to the stored session, at ``revision`` and ``created``, is refused."""
+        recreated = self.incarnation not in (None, created)
+        return StaleSessionError(
+            session_id, expected=self.revision, actual=revision, recreated=recreated
+        )
 
 
 class SqlSessionService(SessionService, abc.ABC):
@@ -71,8 +95,8 @@ class SqlSessionService(SessionService, abc.ABC):
         """Delete the session and its events."""
 
     @abc.abstractmethod
-    def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
-        """Store ``event`` if the session is still at ``revision``, fold its delta into the
+    def _append_job(self, key: Key, mark: Mark, event: Event, body: str) -> Job[int]:
+        """Store ``event`` if the session is still as ``mark`` saw it, fold its delta into the
         scopes; the new revision (``StaleSessionError`` / ``SessionNotFoundError`` otherwise)."""
 
     # -- sessions -------------------------------------------------------------------------------
@@ -137,7 +161,7 @@ class SqlSessionService(SessionService, abc.ABC):
             event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
         key = (session.app_name, session.user_id, session.id)
         # The revision is read here, not in the job: one snapshot, one check.
-        job = self._append_job(key, session.revision, event, event.to_json())
+        job = self._append_job(key, Mark.of(session), event, event.to_json())
         revision = await self._run(job, batched=True)
         if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
             session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))

@@ -7,12 +7,13 @@ Trio never waits on a lock inside a statement for long: a statement gives up aft
 is one transaction).
 
 Every append is one ``BEGIN IMMEDIATE`` transaction whose ``UPDATE … WHERE revision = ?`` is the
-revision check, which stores the event and folds its delta into the session, user and app
-state. Events are read back in commit order (a sequence column). The service keeps the histories
-it has read (:mod:`._event_cache`), so reading a session again parses only the events committed
-since, by any process; a windowed read of a session not in that cache is cut in SQL, so it parses
-only the events asked for. Invocations on one session are exclusive across processes through
-an OS file lock (:mod:`._lockfile`), which dies with the process that holds it.
+revision check (and ``created = ?`` the incarnation check: a session deleted and created again under
+the same id is another), which stores the event and folds its delta into the session, user and app
+state. Events are read back in commit order (a sequence column). The service keeps the histories it
+has read (:mod:`._event_cache`), so reading a session again parses only the events committed since,
+by any process; a windowed read of a session not in that cache is cut in SQL, so it parses only the
+events asked for. Invocations on one session are exclusive across processes through an OS file lock
+(:mod:`._lockfile`), which dies with the process that holds it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from .._errors import (
     SessionBusyError,
     SessionExistsError,
     SessionNotFoundError,
-    StaleSessionError,
 )
 from .._events import Event
 from .._serde import load_stored
@@ -46,7 +46,7 @@ from ._event_cache import (
     read_fresh,
 )
 from ._lockfile import lock_path, try_lock, unlock
-from ._sql import Job, Scopes, SqlSessionService
+from ._sql import Job, Mark, Scopes, SqlSessionService
 from ._sqlite_schema import connection_setup
 
 __all__ = ["SqliteSessionService"]
@@ -149,12 +149,10 @@ class SqliteSessionService(SqlSessionService):
     def _delete_job(self, key: Key) -> Job[None]:
         return functools.partial(_delete, key=key)
 
-    def _append_job(self, key: Key, revision: int, event: Event, body: str) -> Job[int]:
+    def _append_job(self, key: Key, mark: Mark, event: Event, body: str) -> Job[int]:
         # Runs inside the transaction the connection's thread opens for a batch of appends
         # (group commit, see _sqlite_thread).
-        return functools.partial(
-            _append_in_transaction, key=key, revision=revision, event=event, body=body
-        )
+        return functools.partial(_append_in_transaction, key=key, mark=mark, event=event, body=body)
 
     # -- exclusivity across processes --------------------------------------------------------
 
@@ -299,7 +297,7 @@ def _parsed(conn: sqlite3.Connection, query: str, args: tuple[Any, ...]) -> list
 
 
 def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> list[Session]:
-    query = "SELECT user_id, id, state, revision, updated FROM sessions WHERE app_name = ?"
+    query = "SELECT user_id, id, state, revision, updated, created FROM sessions WHERE app_name = ?"
     args: tuple[str, ...] = (app_name,)
     if user_id is not None:
         query, args = query + " AND user_id = ?", (app_name, user_id)
@@ -322,8 +320,9 @@ def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> li
             state=merged_state(_loads(state), app, users[user]),
             revision=revision,
             last_update_time=updated,
+            _incarnation=created,
         )
-        for user, sid, state, revision, updated in rows
+        for user, sid, state, revision, updated, created in rows
     ]
 
 
@@ -334,20 +333,22 @@ def _delete(conn: sqlite3.Connection, *, key: Key) -> None:
 
 
 def _append_in_transaction(
-    conn: sqlite3.Connection, *, key: Key, revision: int, event: Event, body: str
+    conn: sqlite3.Connection, *, key: Key, mark: Mark, event: Event, body: str
 ) -> int:
-    """Store ``event`` if the session is still at ``revision``; return the new revision.
+    """Store ``event`` if the session is still as ``mark`` saw it; return the new revision.
 
     Runs inside a transaction (and savepoint) that the connection's thread opened for a batch
     of appends: concurrent appends to different sessions share one commit and one fsync."""
     app, user, own = split_state_delta(event.actions.state_delta)
+    revision, incarnation = mark.revision, mark.incarnation
     rows = conn.execute(
         "UPDATE sessions SET revision = revision + 1, updated = ?"
-        " WHERE app_name=? AND user_id=? AND id=? AND revision=? RETURNING state",
-        (event.timestamp, *key, revision),
+        " WHERE app_name=? AND user_id=? AND id=? AND revision=? AND (? IS NULL OR created=?)"
+        " RETURNING state",
+        (event.timestamp, *key, revision, incarnation, incarnation),
     ).fetchall()
     if not rows:
-        _refuse_append(conn, key, revision)
+        _refuse_append(conn, key, mark)
     if own:
         conn.execute(
             "UPDATE sessions SET state = ? WHERE app_name=? AND user_id=? AND id=?",
@@ -362,13 +363,13 @@ def _append_in_transaction(
     return revision + 1
 
 
-def _refuse_append(conn: sqlite3.Connection, key: Key, revision: int) -> None:
+def _refuse_append(conn: sqlite3.Connection, key: Key, mark: Mark) -> None:
     row = conn.execute(
-        "SELECT revision FROM sessions WHERE app_name=? AND user_id=? AND id=?", key
+        "SELECT revision, created FROM sessions WHERE app_name=? AND user_id=? AND id=?", key
     ).fetchone()
     if row is None:
         raise SessionNotFoundError(key[2])
-    raise StaleSessionError(key[2], expected=revision, actual=row[0])
+    raise mark.stale(key[2], *row)
 
 
 def _scope(conn: sqlite3.Connection, query: str, args: tuple[str, ...]) -> dict[str, Any]:
@@ -390,23 +391,24 @@ def _merge_scopes(
         )
 
 
-SessionRow = tuple[str, int, float, str | None, str | None]
-"""A session's own state, revision and update time, then its app and user state (JSON)."""
+SessionRow = tuple[str, int, float, str | None, str | None, float]
+"""A session's own state, revision and update time, its app and user state (JSON), and its
+creation stamp (its incarnation)."""
 
 
 def _session_row(conn: sqlite3.Connection, key: Key) -> SessionRow | None:
     row: SessionRow | None = conn.execute(
         "SELECT s.state, s.revision, s.updated,"
         " (SELECT state FROM app_state a WHERE a.app_name = s.app_name),"
-        " (SELECT state FROM user_state u WHERE u.app_name = s.app_name AND u.user_id = s.user_id)"
-        " FROM sessions s WHERE s.app_name=? AND s.user_id=? AND s.id=?",
+        " (SELECT state FROM user_state u WHERE u.app_name = s.app_name AND u.user_id = s.user_id),"
+        " s.created FROM sessions s WHERE s.app_name=? AND s.user_id=? AND s.id=?",
         key,
     ).fetchone()
     return row
 
 
 def _session(key: Key, row: SessionRow, events: EventLog) -> Session:
-    own, revision, updated, app, user = row
+    own, revision, updated, app, user, created = row
     return Session(
         id=key[2],
         app_name=key[0],
@@ -415,6 +417,7 @@ def _session(key: Key, row: SessionRow, events: EventLog) -> Session:
         events=events,
         revision=revision,
         last_update_time=updated,
+        _incarnation=created,
     )
 
 
