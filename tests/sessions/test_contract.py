@@ -177,21 +177,39 @@ async def test_stored_state_is_isolated_from_callers_objects(
 # -- list_sessions --------------------------------------------------------------------------------
 
 
-async def test_list_sessions_in_creation_order_without_events(
+async def test_list_sessions_without_events_in_last_update_order(
     session_service: SessionService,
 ) -> None:
-    """test_create_and_list_sessions, S-ST-8: creation order, no events, merged state."""
+    """test_create_and_list_sessions, S-ST-8: no events, merged state; ordered as google-adk
+    orders them, by last update time (creation, then the last event's timestamp), then id."""
     ids = ["s3", "s1", "s5", "s2", "s4"]
     sessions = [await create(session_service, session_id=i, state={"n": i}) for i in ids]
-    await session_service.append_event(sessions[0], event({"user:u": 1, "n": "changed"}))
+    later = max(s.last_update_time for s in sessions) + 1
+    await session_service.append_event(
+        sessions[0], event({"user:u": 1, "n": "changed"}, timestamp=later)
+    )
+    at = [s.last_update_time for s in sessions]
+    expected = [i for _, i in sorted(zip(at, ids, strict=True))]
 
     listed = await session_service.list_sessions(app_name=APP, user_id=USER)
-    assert [s.id for s in listed] == ids
+    assert [s.id for s in listed] == expected
+    assert expected[-1] == "s3"  # moved last by its event
     assert all(len(s.events) == 0 for s in listed)
-    assert [s.state for s in listed] == [
-        {"n": "changed", "user:u": 1},
-        *({"n": i, "user:u": 1} for i in ids[1:]),
-    ]
+    assert {s.id: s.state for s in listed} == {
+        "s3": {"n": "changed", "user:u": 1},
+        **{i: {"n": i, "user:u": 1} for i in ids[1:]},
+    }
+
+
+async def test_list_sessions_breaks_ties_by_user_then_id(session_service: SessionService) -> None:
+    """Sessions last updated at the same time list by user id, then id, by code point."""
+    keys = [("v", "b"), ("u", "é"), ("v", "a"), ("u", "Z"), ("u", "a")]
+    for user, sid in keys:
+        session = await create(session_service, user_id=user, session_id=sid)
+        await session_service.append_event(session, event({"x": 1}, timestamp=5.0))
+    listed = await session_service.list_sessions(app_name=APP)
+    assert [(s.user_id, s.id) for s in listed] == sorted(keys)
+    assert all(s.last_update_time == 5.0 for s in listed)
 
 
 async def test_list_sessions_filters_by_app_and_user(session_service: SessionService) -> None:

@@ -11,7 +11,7 @@ service must agree with :class:`ContractModel`:
 * R-ST-5: a committed event is stored as returned, with ``temp:`` keys stripped from its delta; a
   partial event is returned untouched and changes nothing; the snapshot is updated in place;
 * R-ST-6: reads merge session, ``app:`` and ``user:`` state; ``list_sessions`` returns the
-  sessions in creation order, without events;
+  sessions without events, by last update time, then user id and id (as google-adk does);
 * R-ST-7: a duplicate id raises ``SessionExistsError`` and stores nothing; deleting a missing
   session does nothing;
 * R-ST-8: ``num_recent_events`` / ``after_timestamp`` windows (the state is always whole);
@@ -130,6 +130,7 @@ class ModelSession:
     own: dict[str, Any]
     events: list[Event] = attrs.field(factory=list)
     created: int = 0
+    updated: float = 0.0  # the creation time the store gave, then the last event's timestamp
 
     @property
     def revision(self) -> int:
@@ -252,6 +253,7 @@ class SessionServiceMachine(RuleBasedStateMachine):
         assert key not in self.model.sessions
         assert session_id is None or created.id == session_id
         self.model.create(key, state)
+        self.model.sessions[key].updated = created.last_update_time
         assert created.state == self.model.merged(key)
         assert (len(created.events), created.revision) == (0, 0)
         return self._seen(created)
@@ -304,12 +306,13 @@ class SessionServiceMachine(RuleBasedStateMachine):
         found = self.call(listed)
         expected = sorted(
             (k for k in self.model.sessions if k[0] == app and user in (None, k[1])),
-            key=lambda k: self.model.sessions[k].created,
+            key=lambda k: (self.model.sessions[k].updated, k[1], k[2]),
         )
         assert [_key(s) for s in found] == expected
         for session in found:
             assert len(session.events) == 0
             assert session.state == self.model.merged(_key(session))
+            assert session.last_update_time == self.model.sessions[_key(session)].updated
 
     @rule(app=st.sampled_from(APPS), user=st.sampled_from(USERS), session_id=st.sampled_from(IDS))
     def delete_by_name(self, app: str, user: str, session_id: str) -> None:
@@ -378,6 +381,7 @@ class SessionServiceMachine(RuleBasedStateMachine):
             event, actions=attrs.evolve(event.actions, state_delta=_strip_temp(delta))
         )
         stored.events.append(committed)
+        stored.updated = committed.timestamp
         self.model.apply(key, delta)
         assert snapshot.revision == stored.revision
         assert list(snapshot.events) == [*before.events, committed]

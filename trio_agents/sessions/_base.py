@@ -174,7 +174,11 @@ class SessionService(abc.ABC):
 
     @abc.abstractmethod
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
-        """The sessions of a user (or of every user), without events, with merged state."""
+        """The sessions of a user (or of every user), without events, with merged state.
+
+        Ordered as google-adk orders them: by ``last_update_time`` (the creation, then the last
+        committed event's timestamp), then user id, then id (by code point).
+        """
 
     @abc.abstractmethod
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:

@@ -65,7 +65,7 @@ class _Stored:
     app_name: str
     user_id: str
     state: dict[str, Any]
-    created: int  # unique in the service: the incarnation of the session (and its list order)
+    created: int  # unique in the service: the incarnation of the session
     events: list[Event] = attrs.field(factory=list)
     revision: int = 0
     last_update_time: float = 0.0
@@ -139,7 +139,7 @@ class InMemorySessionService(SessionService):
             for s in self._sessions.values()
             if s.app_name == app_name and (user_id is None or s.user_id == user_id)
         ]
-        found.sort(key=lambda s: s.created)
+        found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return [attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found]
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:

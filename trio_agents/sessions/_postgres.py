@@ -229,7 +229,7 @@ class PostgresSessionService(SqlSessionService):
         def read(conn: Any) -> list[Session]:
             rows = conn.execute(
                 f"{_SESSION_QUERY} WHERE s.app_name = %s AND (%s::text IS NULL OR s.user_id = %s)"
-                " ORDER BY s.created, s.id",
+                ' ORDER BY s.updated, s.user_id COLLATE "C", s.id COLLATE "C"',  # code points
                 (app_name, user_id, user_id),
             ).fetchall()
             return [_session(app_name, *row, events=EventLog()) for row in rows]

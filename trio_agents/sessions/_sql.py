@@ -139,7 +139,8 @@ class SqlSessionService(SessionService, abc.ABC):
         return self._session_of(key, row, windowed(self._cache.merge(key, base, fresh), config))
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
-        """The sessions of a user (or of every user), without events, with merged state."""
+        """The sessions of a user (or of every user), without events, with merged state (see
+        :meth:`SessionService.list_sessions` for their order)."""
         return await self._run(self._list_job(app_name, user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:

@@ -302,7 +302,7 @@ def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> li
     if user_id is not None:
         query, args = query + " AND user_id = ?", (app_name, user_id)
     with _transaction(conn, "DEFERRED"):
-        rows = conn.execute(query + " ORDER BY rowid", args).fetchall()
+        rows = conn.execute(query + " ORDER BY updated, user_id, id", args).fetchall()
         app = _scope(conn, "SELECT state FROM app_state WHERE app_name = ?", (app_name,))
         users: dict[str, dict[str, Any]] = {}
         for user, *_ in rows:
