@@ -7,7 +7,6 @@ import platform
 from collections.abc import Iterator
 from typing import Any
 
-import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -91,23 +90,15 @@ class SessionRoutes:
         return app_name, request.path_params["user_id"]
 
     async def create_session(self, request: Request) -> Response:
-        """Create a session, with a restored history when ``events`` is given (all or nothing:
-        a refused event leaves no session behind)."""
+        """Create a session, with a restored history when ``events`` is given: all or nothing
+        (a refused event, a store failure or a client that leaves stores neither the session
+        nor the ``app:``/``user:`` keys of its state)."""
         app_name, user_id = self._ids(request)
         fields = Fields(await read_json(request, self.body))
         events = _restored_events(fields.items("events"))
         session_id, state = fields.text("sessionId"), fields.mapping("state")
         fields.check_unknown()
-        session = await self._create(app_name, user_id, session_id, state)
-        try:
-            for event in events:
-                await self.core.session_service.append_event(session, event)
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await self.core.session_service.delete_session(
-                    app_name=app_name, user_id=user_id, session_id=session.id
-                )
-            raise
+        session = await self._create(app_name, user_id, session_id, state, events)
         return json_response(self._json(session))
 
     async def create_session_with_id(self, request: Request) -> Response:
@@ -120,19 +111,37 @@ class SessionRoutes:
         return json_response(self._json(await self._create(app_name, user_id, session_id, state)))
 
     async def _create(
-        self, app_name: str, user_id: str, session_id: str | None, state: dict[str, Any] | None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None,
+        state: dict[str, Any] | None,
+        events: list[Event] | None = None,
     ) -> Session:
         if session_id is not None and "/" in session_id:
             raise HTTPError(
                 422, f"sessionId: {session_id!r:.80} contains '/', which no session route can reach"
             )
+        service = self.core.session_service
         try:
-            return await self.core.session_service.create_session(
+            service._check_new(app_name, user_id, session_id, state)
+        except SerializationError as exc:  # the ids or the state (an event's is a 422)
+            raise HTTPError(400, str(exc)) from exc
+        try:
+            if events:
+                return await service._create_with_history(
+                    app_name=app_name,
+                    user_id=user_id,
+                    state=state,
+                    session_id=session_id,
+                    events=events,
+                )
+            return await service.create_session(
                 app_name=app_name, user_id=user_id, state=state, session_id=session_id
             )
         except SessionExistsError as exc:
             raise HTTPError(409, str(exc)) from exc
-        except (ConfigurationError, SerializationError) as exc:
+        except ConfigurationError as exc:
             raise HTTPError(400, str(exc)) from exc
 
     async def get_session(self, request: Request) -> Response:

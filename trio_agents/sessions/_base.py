@@ -150,6 +150,20 @@ class SessionService(abc.ABC):
     def __init__(self) -> None:
         self._leases: dict[Key, _Held] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that overrides ``append_event`` or ``get_session`` but not its
+        ``_nowait`` shortcut loses the inherited shortcut, which would skip the override: the
+        Runner then awaits the override (wrapping a built-in store's methods works)."""
+        super().__init_subclass__(**kwargs)
+        for name in ("append_event", "get_session"):
+            shortcut = f"{name}_nowait"
+            if name in cls.__dict__ and shortcut not in cls.__dict__:
+                setattr(cls, shortcut, getattr(SessionService, shortcut))
+
+    def _overrides(self, base: type, *names: str) -> bool:
+        """Whether this store's class overrides any of the methods ``names`` of ``base``."""
+        return any(getattr(type(self), name) is not getattr(base, name) for name in names)
+
     @abc.abstractmethod
     async def create_session(
         self,
@@ -197,6 +211,36 @@ class SessionService(abc.ABC):
             StaleSessionError: ``session.revision`` is older than the stored revision.
             SerializationError: a state key or value cannot be stored as JSON.
         """
+
+    async def _create_with_history(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+        events: Sequence[Event],
+    ) -> Session:
+        """Create a session with ``events`` as its history (restoring an exported session): all
+        of it is stored, or nothing.
+
+        The built-in stores create and append in one transaction, so a failure (a refused
+        event, an I/O error, a cancellation) leaves neither the session nor the ``app:`` and
+        ``user:`` keys of ``state``. This fallback, for other stores and for subclasses of the
+        built-in ones that override ``create_session`` or ``append_event``, calls those
+        methods and deletes the session again on a failure; keys it wrote to those scopes stay.
+        """
+        session = await self.create_session(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )
+        try:
+            for event in events:
+                await self.append_event(session, event)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.delete_session(app_name=app_name, user_id=user_id, session_id=session.id)
+            raise
+        return session
 
     def get_session_nowait(
         self,

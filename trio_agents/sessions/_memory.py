@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -95,6 +95,55 @@ class InMemorySessionService(SessionService):
         session_id: str | None = None,
     ) -> Session:
         await trio.lowlevel.checkpoint()
+        return self._create(app_name, user_id, state, session_id)
+
+    async def _create_with_history(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+        events: Sequence[Event],
+    ) -> Session:
+        """Create the session and append ``events`` without a checkpoint between: all or
+        nothing (a refused event takes the session and its scope writes back)."""
+        if self._overrides(InMemorySessionService, "create_session", "append_event"):
+            return await super()._create_with_history(
+                app_name=app_name,
+                user_id=user_id,
+                state=state,
+                session_id=session_id,
+                events=events,
+            )
+        await trio.lowlevel.checkpoint()
+        scopes = (self._app_state.get(app_name), self._user_state.get((app_name, user_id)))
+        saved = [None if scope is None else dict(scope) for scope in scopes]
+        session = self._create(app_name, user_id, state, session_id)
+        try:
+            for event in events:
+                InMemorySessionService.append_event_nowait(self, session, event)
+        except BaseException:
+            del self._sessions[app_name, user_id, session.id]
+            self._restore(self._app_state, app_name, saved[0])
+            self._restore(self._user_state, (app_name, user_id), saved[1])
+            raise
+        return session
+
+    @staticmethod
+    def _restore(scopes: dict[Any, dict[str, Any]], key: Any, saved: dict[str, Any] | None) -> None:
+        if saved is None:
+            scopes.pop(key, None)
+        else:
+            scopes[key] = saved
+
+    def _create(
+        self,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+    ) -> Session:
         self._check_new(app_name, user_id, session_id, state)
         session_id = (session_id or "").strip() or new_session_id()
         key = (app_name, user_id, session_id)
@@ -117,8 +166,9 @@ class InMemorySessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         await trio.lowlevel.checkpoint()
-        return self.get_session_nowait(
-            app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        # This class's own shortcut: a subclass overriding get_session alone loses it.
+        return InMemorySessionService.get_session_nowait(
+            self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
         )
 
     def get_session_nowait(
@@ -148,7 +198,8 @@ class InMemorySessionService(SessionService):
 
     async def append_event(self, session: Session, event: Event) -> Event:
         await trio.lowlevel.checkpoint()
-        return self.append_event_nowait(session, event)
+        # This class's own shortcut: a subclass overriding append_event alone loses it.
+        return InMemorySessionService.append_event_nowait(self, session, event)
 
     def append_event_nowait(self, session: Session, event: Event) -> Event:
         if event.partial:

@@ -48,7 +48,7 @@ from ._event_cache import (
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
 from ._pg_locks import SharedLockConnections, open_lock_connection
-from ._sql import Job, Mark, Scopes, SqlSessionService
+from ._sql import History, Job, Mark, Scopes, SqlSessionService
 
 try:
     import psycopg
@@ -200,7 +200,9 @@ class PostgresSessionService(SqlSessionService):
 
     # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
-    def _create_job(self, key: Key, scopes: Scopes, stamp: float) -> Job[Session | None]:
+    def _create_job(
+        self, key: Key, scopes: Scopes, stamp: float, history: History
+    ) -> Job[Session | None]:
         app, user, own = scopes
 
         def create(conn: Any) -> Session | None:
@@ -212,6 +214,8 @@ class PostgresSessionService(SqlSessionService):
             if not inserted:
                 raise SessionExistsError(key[2])
             _merge_scopes(conn, key[0], key[1], app, user)
+            for revision, (event, body) in enumerate(history):  # on the row inserted above
+                Append(key, Mark(revision, None), event, body)(conn)
             return _read_session(conn, key, None)
 
         return create

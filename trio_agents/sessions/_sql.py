@@ -12,7 +12,7 @@ placeholders and JSON types) and its run lease.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 import attrs
@@ -33,6 +33,8 @@ Key: TypeAlias = tuple[str, str, str]
 Job: TypeAlias = Callable[[Any], T]
 """A function of a connection, run by :meth:`SqlSessionService._run` as one transaction."""
 Scopes: TypeAlias = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+History: TypeAlias = Sequence[tuple[Event, str]]
+"""Events to store at creation, each with its JSON."""
 
 
 @attrs.frozen
@@ -71,8 +73,11 @@ class SqlSessionService(SessionService, abc.ABC):
         backend may commit together with other appends)."""
 
     @abc.abstractmethod
-    def _create_job(self, key: Key, scopes: Scopes, stamp: float) -> Job[Session | None]:
-        """Insert the session (``SessionExistsError`` if taken), merge the scopes, read it."""
+    def _create_job(
+        self, key: Key, scopes: Scopes, stamp: float, history: History
+    ) -> Job[Session | None]:
+        """Insert the session (``SessionExistsError`` if taken), merge the scopes, append the
+        ``history`` (each as :meth:`_append_job` would), read it: one transaction."""
 
     @abc.abstractmethod
     def _read_job(self, key: Key, config: GetSessionConfig | None) -> Job[Session | None]:
@@ -110,9 +115,42 @@ class SqlSessionService(SessionService, abc.ABC):
         session_id: str | None = None,
     ) -> Session:
         """Create a session; ``temp:`` keys of ``state`` are dropped (R-ST-4)."""
+        return await self._create(app_name, user_id, state, session_id, [])
+
+    async def _create_with_history(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+        events: Sequence[Event],
+    ) -> Session:
+        """Create the session and append ``events`` in one transaction (all or nothing)."""
+        if self._overrides(SqlSessionService, "create_session", "append_event"):
+            return await super()._create_with_history(
+                app_name=app_name,
+                user_id=user_id,
+                state=state,
+                session_id=session_id,
+                events=events,
+            )
+        stored = [self._storable(event) for event in events if not event.partial]
+        history = [(event, event.to_json()) for event in stored]
+        return await self._create(app_name, user_id, state, session_id, history)
+
+    async def _create(
+        self,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+        history: History,
+    ) -> Session:
         self._check_new(app_name, user_id, session_id, state)
         key = (app_name, user_id, (session_id or "").strip() or new_session_id())
-        session = await self._run(self._create_job(key, split_state_delta(state or {}), now()))
+        scopes = split_state_delta(state or {})
+        session = await self._run(self._create_job(key, scopes, now(), history))
         assert session is not None
         self._cache.discard(key)  # left by a deleted namesake (which the next read would notice)
         return session
@@ -154,17 +192,24 @@ class SqlSessionService(SessionService, abc.ABC):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
-        check_event(event, delta=False)  # the delta is checked below
-        delta = event.actions.state_delta
-        check_state_delta(delta)
-        stored = strip_temp(delta)
-        if stored is not None:
-            event = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))
+        given, event = event, self._storable(event)
         key = (session.app_name, session.user_id, session.id)
         # The revision is read here, not in the job: one snapshot, one check.
         job = self._append_job(key, Mark.of(session), event, event.to_json())
         revision = await self._run(job, batched=True)
-        if stored is not None:  # temp: keys live on in this invocation only (R-ST-4)
+        if event is not given:  # temp: keys live on in this invocation only (R-ST-4)
+            delta = given.actions.state_delta
             session.state.update((k, v) for k, v in delta.items() if k.startswith(TEMP_PREFIX))
         self._apply_to_snapshot(session, event, revision)
         return event
+
+    @staticmethod
+    def _storable(event: Event) -> Event:
+        """``event`` checked, as it is stored: without its delta's ``temp:`` keys."""
+        check_event(event, delta=False)  # the delta is checked below
+        delta = event.actions.state_delta
+        check_state_delta(delta)
+        stored = strip_temp(delta)
+        if stored is None:
+            return event
+        return attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stored))

@@ -46,7 +46,7 @@ from ._event_cache import (
     read_fresh,
 )
 from ._lockfile import lock_path, try_lock, unlock
-from ._sql import Job, Mark, Scopes, SqlSessionService
+from ._sql import History, Job, Mark, Scopes, SqlSessionService
 from ._sqlite_schema import connection_setup
 
 __all__ = ["SqliteSessionService"]
@@ -131,8 +131,10 @@ class SqliteSessionService(SqlSessionService):
 
     # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
-    def _create_job(self, key: Key, scopes: Scopes, stamp: float) -> Job[Session | None]:
-        return functools.partial(_create, key=key, scopes=scopes, stamp=stamp)
+    def _create_job(
+        self, key: Key, scopes: Scopes, stamp: float, history: History
+    ) -> Job[Session | None]:
+        return functools.partial(_create, key=key, scopes=scopes, stamp=stamp, history=history)
 
     def _read_job(self, key: Key, config: GetSessionConfig | None) -> Job[Session | None]:
         return functools.partial(_get, key=key, config=config)
@@ -242,8 +244,9 @@ def _create(
     conn: sqlite3.Connection,
     *,
     key: Key,
-    scopes: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    scopes: Scopes,
     stamp: float,
+    history: History,
 ) -> Session | None:
     app, user, own = scopes
     with _transaction(conn):
@@ -255,7 +258,10 @@ def _create(
         except sqlite3.IntegrityError:
             raise SessionExistsError(key[2]) from None
         _merge_scopes(conn, key, app, user)
-        return _read_session(conn, key, GetSessionConfig(num_recent_events=0))
+        for revision, (event, body) in enumerate(history):
+            mark = Mark(revision, None)  # the row this transaction inserted
+            _append_in_transaction(conn, key=key, mark=mark, event=event, body=body)
+        return _read_session(conn, key, None if history else GetSessionConfig(num_recent_events=0))
 
 
 def _get(conn: sqlite3.Connection, *, key: Key, config: GetSessionConfig | None) -> Session | None:
