@@ -131,6 +131,23 @@ async def test_session_id_whitespace_is_stripped(session_service: SessionService
         await create(session_service, session_id="s1 ")
 
 
+async def test_padded_session_id_reads_and_deletes_the_stripped_session(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13 (every store): ``get_session`` and ``delete_session`` strip the id too,
+    so ``" s1 "`` finds and deletes the session created as ``"s1"``."""
+    await create(session_service, session_id="s1", state={"k": 1})
+    found = await session_service.get_session(app_name=APP, user_id=USER, session_id=" s1\t")
+    assert found is not None
+    assert (found.id, found.state) == ("s1", {"k": 1})
+    windowed = await session_service.get_session(
+        app_name=APP, user_id=USER, session_id=" s1", config=GetSessionConfig(num_recent_events=1)
+    )
+    assert windowed is not None and windowed.id == "s1"
+    await session_service.delete_session(app_name=APP, user_id=USER, session_id="  s1 ")
+    assert await session_service.get_session(app_name=APP, user_id=USER, session_id="s1") is None
+
+
 @pytest.mark.parametrize("blank", ["", "   "])
 async def test_blank_session_id_gets_a_generated_id(
     session_service: SessionService, blank: str

@@ -170,7 +170,11 @@ class SessionService(abc.ABC):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        """The session, or None when there is no such session."""
+        """The session, or None when there is no such session.
+
+        Whitespace around ``session_id`` is ignored, as by :meth:`create_session` (and by
+        :meth:`delete_session`).
+        """
 
     @abc.abstractmethod
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
@@ -241,6 +245,12 @@ class SessionService(abc.ABC):
             _check_id("session_id", session_id)
         if state:
             check_state_delta(state, "state")
+
+    @staticmethod
+    def _lookup_id(session_id: str) -> str:
+        """The id a read or a delete looks for: ``session_id`` without surrounding whitespace,
+        as :meth:`create_session` stored it (google-adk strips it on every lookup too)."""
+        return session_id.strip() if isinstance(session_id, str) else session_id
 
     @staticmethod
     def _prepare_event(session: Session, event: Event) -> Event:

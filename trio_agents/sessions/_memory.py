@@ -130,6 +130,8 @@ class InMemorySessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None:  # a padded id names the stripped one (checked on a miss only)
+            stored = self._sessions.get((app_name, user_id, self._lookup_id(session_id)))
         return None if stored is None else self._snapshot(stored, config)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
@@ -144,7 +146,7 @@ class InMemorySessionService(SessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await trio.lowlevel.checkpoint()
-        self._sessions.pop((app_name, user_id, session_id), None)
+        self._sessions.pop((app_name, user_id, self._lookup_id(session_id)), None)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         await trio.lowlevel.checkpoint()

@@ -126,7 +126,7 @@ class SqlSessionService(SessionService, abc.ABC):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """The session, or None; a cached history is brought up to date, not read again."""
-        key = (app_name, user_id, session_id)
+        key = (app_name, user_id, self._lookup_id(session_id))
         base = self._cache.get(key)
         if not self._cache.capacity or (base is None and needs_window(config)):
             return await self._run(self._read_job(key, config))
@@ -145,7 +145,7 @@ class SqlSessionService(SessionService, abc.ABC):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events (nothing happens if it does not exist)."""
-        key = (app_name, user_id, session_id)
+        key = (app_name, user_id, self._lookup_id(session_id))
         await self._run(self._delete_job(key))
         self._cache.discard(key)
 
