@@ -382,3 +382,70 @@ def test_store_behaves_like_a_dict_of_version_lists(
                         assert await load(svc, filename, v, **where) == part
 
     trio.run(check)
+
+
+async def test_user_files_need_no_session_id(artifact_service: ArtifactService) -> None:
+    """As google-adk 2.13 (in-memory and file stores): ``session_id`` defaults to None, which
+    names the user's scope; a ``user:`` file saved without one is the one every session sees,
+    and listing without a session id gives the ``user:`` files only."""
+    svc = artifact_service
+    assert (
+        await svc.save_artifact(app_name=APP, user_id=USER, filename="user:p", artifact=text("a"))
+        == 0
+    )
+    assert (
+        await svc.save_artifact(app_name=APP, user_id=USER, filename="user:p", artifact=text("b"))
+        == 1
+    )
+    await save(svc, "user:p", text("c"))
+    await save(svc, "notes.txt", text("n"))
+    loaded = await svc.load_artifact(app_name=APP, user_id=USER, filename="user:p", version=1)
+    assert loaded == text("b")
+    assert await svc.list_versions(app_name=APP, user_id=USER, filename="user:p") == [0, 1, 2]
+    assert await svc.list_artifact_keys(app_name=APP, user_id=USER) == ["user:p"]
+    assert await svc.list_artifact_keys(app_name=APP, user_id=USER, session_id=SESSION) == [
+        "notes.txt",
+        "user:p",
+    ]
+    await svc.delete_artifact(app_name=APP, user_id=USER, filename="user:p")
+    assert await svc.load_artifact(app_name=APP, user_id=USER, filename="user:p") is None
+
+
+async def test_session_file_without_session_id_is_refused(
+    artifact_service: ArtifactService,
+) -> None:
+    """google-adk 2.13 refuses a session-scoped name without a session id (a ValueError):
+    here a ConfigurationError naming the file, and nothing is stored."""
+    with pytest.raises(ConfigurationError, match=r"notes\.txt"):
+        await artifact_service.save_artifact(
+            app_name=APP, user_id=USER, filename="notes.txt", artifact=text("n")
+        )
+    with pytest.raises(ConfigurationError, match=r"notes\.txt"):
+        await artifact_service.load_artifact(app_name=APP, user_id=USER, filename="notes.txt")
+    assert await artifact_service.list_artifact_keys(app_name=APP, user_id=USER) == []
+
+
+async def test_an_empty_part_is_refused(artifact_service: ArtifactService) -> None:
+    """google-adk 2.13 refuses to save a ``Part()`` with nothing in it (a ValueError): here a
+    ConfigurationError naming the file; no version is made."""
+    with pytest.raises(ConfigurationError, match=r"'e'") as info:
+        await save(artifact_service, "e", Part())
+    assert isinstance(info.value, ValueError)
+    assert (
+        await artifact_service.list_versions(
+            app_name=APP, user_id=USER, session_id=SESSION, filename="e"
+        )
+        == []
+    )
+
+
+async def test_a_session_with_an_empty_id_does_not_share_the_users_files(
+    artifact_service: ArtifactService,
+) -> None:
+    """The files of a session whose id is ``""`` are that session's, not the user's."""
+    await save(artifact_service, "own.txt", text("o"), session="")
+    await save(artifact_service, "user:p", text("p"), session="")
+    assert await artifact_service.list_artifact_keys(app_name=APP, user_id=USER) == ["user:p"]
+    assert await artifact_service.list_artifact_keys(
+        app_name=APP, user_id=USER, session_id="other"
+    ) == ["user:p"]

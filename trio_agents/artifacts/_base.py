@@ -7,7 +7,7 @@ import abc
 from .._content import Part
 from .._errors import ConfigurationError
 
-__all__ = ["USER_PREFIX", "ArtifactService", "check_filename"]
+__all__ = ["USER_PREFIX", "ArtifactService", "check_artifact", "check_filename", "scope_of"]
 
 USER_PREFIX = "user:"
 
@@ -24,16 +24,57 @@ def check_filename(filename: object) -> str:
     return filename
 
 
+def scope_of(filename: str, session_id: str | None) -> str | None:
+    """Where ``filename`` lives: None for a ``user:`` file, else its session's id.
+
+    Raises:
+        ConfigurationError: an invalid filename, or a session file named without a session id.
+    """
+    check_filename(filename)
+    if filename.startswith(USER_PREFIX):
+        return None
+    if session_id is None:
+        raise ConfigurationError(
+            f"artifact {filename!r} belongs to a session: a session_id is needed "
+            f"(only {USER_PREFIX!r} files can be used without one)"
+        )
+    return session_id
+
+
+def check_artifact(artifact: object, filename: str) -> Part:
+    """Return ``artifact`` if it can be stored: a :class:`Part` that holds something; an empty
+    part raises :class:`ConfigurationError` naming the file (as google-adk refuses it)."""
+    if not isinstance(artifact, Part):
+        raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
+    if artifact == _EMPTY_PART:
+        raise ConfigurationError(f"artifact {filename!r} is an empty Part: nothing to store")
+    return artifact
+
+
+_EMPTY_PART = Part()
+
+
 class ArtifactService(abc.ABC):
     """Stores versioned artifacts (R-ART-1..3).
 
     Versions of a filename count from 0. A filename starting with ``user:`` is shared by every
-    session of the user; any other filename belongs to one session.
+    session of the user; any other filename belongs to one session. As in google-adk,
+    ``session_id`` may be omitted (``None``) for ``user:`` files; a session file named without
+    one raises :class:`~trio_agents.ConfigurationError`, and :meth:`list_artifact_keys` without
+    one lists the user's files only. Saving an empty :class:`~trio_agents.Part` raises
+    :class:`~trio_agents.ConfigurationError` (google-adk also refuses parts with only a function
+    call or response; trio_agents stores any part that holds something).
     """
 
     @abc.abstractmethod
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
     ) -> int:
         """Store a new version; return its number."""
 
@@ -43,8 +84,8 @@ class ArtifactService(abc.ABC):
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         """The latest version (``version=None``; None when there is no such file) or one version.
@@ -55,18 +96,19 @@ class ArtifactService(abc.ABC):
 
     @abc.abstractmethod
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
-        """The sorted filenames of the session, ``user:`` files included."""
+        """The sorted filenames of the session, ``user:`` files included (without a session id:
+        the ``user:`` files only)."""
 
     @abc.abstractmethod
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         """Delete every version of a file (a missing file is a no-op)."""
 
     @abc.abstractmethod
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         """The version numbers of a file, ascending (empty when there is no such file)."""

@@ -33,7 +33,7 @@ import trio
 from .._content import Part
 from .._errors import ArtifactNotFoundError, ConfigurationError
 from .._serde import dumps, loads, structure, unstructure
-from ._base import USER_PREFIX, ArtifactService, check_filename
+from ._base import ArtifactService, check_artifact, scope_of
 
 __all__ = ["FileArtifactService"]
 
@@ -174,19 +174,26 @@ class FileArtifactService(ArtifactService):
     def _base(self, app_name: str, user_id: str) -> Path:
         return self.root / _segment(app_name, "app name") / _segment(user_id, "user id")
 
-    def _directory(self, app_name: str, user_id: str, session_id: str, filename: str) -> Path:
-        check_filename(filename)
+    def _directory(
+        self, app_name: str, user_id: str, session_id: str | None, filename: str
+    ) -> Path:
+        scope = scope_of(filename, session_id)
         base = self._base(app_name, user_id)
         name = _segment(filename, "artifact filename")
-        if filename.startswith(USER_PREFIX):
+        if scope is None:
             return base / "user" / name
-        return base / "sessions" / _segment(session_id, "session id") / name
+        return base / "sessions" / _segment(scope, "session id") / name
 
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
     ) -> int:
-        if not isinstance(artifact, Part):
-            raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
+        check_artifact(artifact, filename)
         directory = self._directory(app_name, user_id, session_id, filename)
         payload = dumps(unstructure(artifact), path=f"artifact {filename!r}").encode()
         return await trio.to_thread.run_sync(_publish, directory, payload)
@@ -196,28 +203,30 @@ class FileArtifactService(ArtifactService):
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         directory = self._directory(app_name, user_id, session_id, filename)
         return await trio.to_thread.run_sync(_read, directory, filename, version)
 
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
         base = self._base(app_name, user_id)
-        places = [base / "user", base / "sessions" / _segment(session_id, "session id")]
+        places = [base / "user"]
+        if session_id is not None:
+            places.append(base / "sessions" / _segment(session_id, "session id"))
         return await trio.to_thread.run_sync(_names, places)
 
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         directory = self._directory(app_name, user_id, session_id, filename)
         await trio.to_thread.run_sync(_remove, directory)
 
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         directory = self._directory(app_name, user_id, session_id, filename)
         return await trio.to_thread.run_sync(_versions, directory)

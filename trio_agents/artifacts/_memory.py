@@ -5,12 +5,13 @@ from __future__ import annotations
 import trio
 
 from .._content import Part
-from .._errors import ArtifactNotFoundError, ConfigurationError
-from ._base import USER_PREFIX, ArtifactService, check_filename
+from .._errors import ArtifactNotFoundError
+from ._base import ArtifactService, check_artifact, scope_of
 
 __all__ = ["InMemoryArtifactService"]
 
-_Key = tuple[str, str, str, str]
+_Key = tuple[str, str, str | None, str]
+"""(app name, user id, session id or None for the user's files, filename)."""
 
 
 class InMemoryArtifactService(ArtifactService):
@@ -20,17 +21,20 @@ class InMemoryArtifactService(ArtifactService):
         self._files: dict[_Key, list[Part]] = {}
 
     @staticmethod
-    def _key(app_name: str, user_id: str, session_id: str, filename: str) -> _Key:
-        check_filename(filename)
-        scope = "" if filename.startswith(USER_PREFIX) else session_id
-        return (app_name, user_id, scope, filename)
+    def _key(app_name: str, user_id: str, session_id: str | None, filename: str) -> _Key:
+        return (app_name, user_id, scope_of(filename, session_id), filename)
 
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
     ) -> int:
         await trio.lowlevel.checkpoint()
-        if not isinstance(artifact, Part):
-            raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
+        check_artifact(artifact, filename)
         versions = self._files.setdefault(self._key(app_name, user_id, session_id, filename), [])
         versions.append(artifact)
         return len(versions) - 1
@@ -40,8 +44,8 @@ class InMemoryArtifactService(ArtifactService):
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         await trio.lowlevel.checkpoint()
@@ -53,23 +57,24 @@ class InMemoryArtifactService(ArtifactService):
         return versions[version]
 
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
         await trio.lowlevel.checkpoint()
+        scopes = (None, session_id)
         return sorted(
             name
             for (app, user, scope, name) in self._files
-            if app == app_name and user == user_id and scope in ("", session_id)
+            if app == app_name and user == user_id and scope in scopes
         )
 
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         await trio.lowlevel.checkpoint()
         self._files.pop(self._key(app_name, user_id, session_id, filename), None)
 
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         await trio.lowlevel.checkpoint()
         return list(

@@ -216,7 +216,13 @@ class _ForwardingArtifacts(ArtifactService):
         return service, ids
 
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
     ) -> int:
         return await self.tool_context.save_artifact(filename, artifact)
 
@@ -225,25 +231,25 @@ class _ForwardingArtifacts(ArtifactService):
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         return await self.tool_context.load_artifact(filename, version)
 
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
         return await self.tool_context.list_artifacts()
 
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         service, ids = self._parent()
         await service.delete_artifact(filename=filename, **ids)
 
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         service, ids = self._parent()
         return await service.list_versions(filename=filename, **ids)
