@@ -372,3 +372,12 @@ def test_stamped_fills_only_what_is_missing_like_evolve(
     assert (got.id, got.timestamp, got.actions) == (event.id, event.timestamp, event.actions)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         got.author = "changed"  # type: ignore[misc]
+
+
+def test_new_id_is_a_fresh_uuid4_string() -> None:
+    """As google-adk 2.13's ``Event.new_id()``: a static method giving a new uuid4 string, the
+    form of the id an event built without one gets."""
+    first, second = Event.new_id(), Event.new_id()
+    assert first != second
+    assert uuid.UUID(first).version == 4 and str(uuid.UUID(first)) == first
+    assert len(Event(author="a").id) == len(first)

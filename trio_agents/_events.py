@@ -261,6 +261,11 @@ class Event:
         draft.actions = actions
         draft.__class__ = Event
 
+    @staticmethod
+    def new_id() -> str:
+        """A fresh event id, as an event built without one gets (a uuid4 string by default)."""
+        return new_event_id()
+
     # -- queries ---------------------------------------------------------------------------
 
     def get_function_calls(self) -> list[FunctionCall]:
