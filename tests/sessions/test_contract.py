@@ -838,3 +838,25 @@ def test_stored_state_is_the_fold_of_committed_deltas(
                     assert not any(k.startswith("temp:") for k in e.actions.state_delta)
 
     trio.run(check)
+
+
+async def test_get_user_state_reads_the_user_scope_without_a_session(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13's ``get_user_state``: the user's scope with the ``user:`` prefix
+    removed, from creation and from appends, for that app and user only; ``{}`` for a user with
+    none; a copy of what is stored."""
+    svc = session_service
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {}
+    session = await create(svc, state={"user:name": "Ada", "app:a": 1, "k": 2, "temp:t": 3})
+    await create(svc, user_id="other", state={"user:name": "Bob"})
+    event = Event(author="user", actions=EventActions(state_delta={"user:n": {"x": [1]}, "j": 1}))
+    await svc.append_event(session, event)
+    state = await svc.get_user_state(app_name=APP, user_id=USER)
+    assert state == {"name": "Ada", "n": {"x": [1]}}
+    state["n"]["x"].append(2)
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {"name": "Ada", "n": {"x": [1]}}
+    assert await svc.get_user_state(app_name=APP, user_id="other") == {"name": "Bob"}
+    assert await svc.get_user_state(app_name="elsewhere", user_id=USER) == {}
+    await svc.delete_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {"name": "Ada", "n": {"x": [1]}}

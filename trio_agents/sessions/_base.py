@@ -202,6 +202,15 @@ class SessionService(abc.ABC):
             SerializationError: a state key or value cannot be stored as JSON.
         """
 
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The ``user:`` state of a user, read without a session, keys without the prefix.
+
+        As google-adk: shared by all the user's sessions of the app, empty when the user has
+        none, and a copy (changing it changes nothing stored). A backend that cannot read it
+        raises :class:`NotImplementedError` (every shipped backend can).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support get_user_state")
+
     def get_session_nowait(
         self,
         *,

@@ -148,6 +148,11 @@ class InMemorySessionService(SessionService):
         await trio.lowlevel.checkpoint()
         self._sessions.pop((app_name, user_id, self._lookup_id(session_id)), None)
 
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        await trio.lowlevel.checkpoint()
+        state: dict[str, Any] = _copied(self._user_state.get((app_name, user_id), {}))
+        return state
+
     async def append_event(self, session: Session, event: Event) -> Event:
         await trio.lowlevel.checkpoint()
         return self.append_event_nowait(session, event)

@@ -91,6 +91,10 @@ class SqlSessionService(SessionService, abc.ABC):
         """The sessions of an app (of one user, or all), without events."""
 
     @abc.abstractmethod
+    def _user_state_job(self, app_name: str, user_id: str) -> Job[dict[str, Any]]:
+        """The user's scope (keys without the prefix; empty when there is none)."""
+
+    @abc.abstractmethod
     def _delete_job(self, key: Key) -> Job[None]:
         """Delete the session and its events."""
 
@@ -142,6 +146,10 @@ class SqlSessionService(SessionService, abc.ABC):
         """The sessions of a user (or of every user), without events, with merged state (see
         :meth:`SessionService.list_sessions` for their order)."""
         return await self._run(self._list_job(app_name, user_id))
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The ``user:`` state of a user (see :meth:`SessionService.get_user_state`)."""
+        return await self._run(self._user_state_job(app_name, user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events (nothing happens if it does not exist)."""
