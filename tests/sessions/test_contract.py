@@ -34,7 +34,7 @@ from trio_agents import (
     StaleSessionError,
     UsageMetadata,
 )
-from trio_agents.sessions import GetSessionConfig, Session, SessionService
+from trio_agents.sessions import GetSessionConfig, ListSessionsResponse, Session, SessionService
 from trio_agents.testing.strategies import json_values, state_deltas as shipped_state_deltas
 
 APP = "app"
@@ -860,3 +860,17 @@ async def test_get_user_state_reads_the_user_scope_without_a_session(
     assert await svc.get_user_state(app_name="elsewhere", user_id=USER) == {}
     await svc.delete_session(app_name=APP, user_id=USER, session_id=session.id)
     assert await svc.get_user_state(app_name=APP, user_id=USER) == {"name": "Ada", "n": {"x": [1]}}
+
+
+async def test_list_sessions_answers_sessions_as_adk_response(
+    session_service: SessionService,
+) -> None:
+    """google-adk 2.13's ``list_sessions`` returns a response whose ``.sessions`` is the list;
+    here the list itself answers ``.sessions`` too, so code written either way works."""
+    first = await create(session_service, session_id="s1", state={"user:u": 1})
+    listed = await session_service.list_sessions(app_name=APP, user_id=USER)
+    assert isinstance(listed, ListSessionsResponse) and isinstance(listed, list)
+    assert listed.sessions is listed
+    assert [(s.id, s.state, len(s.events)) for s in listed.sessions] == [("s1", {"user:u": 1}, 0)]
+    assert listed == [attrs.evolve(first, events=[])]
+    assert (await session_service.list_sessions(app_name="none")).sessions == []

@@ -15,7 +15,7 @@ from .._events import Event
 from .._serde import check_text
 from .._state import TEMP_PREFIX, check_state_delta, strip_temp
 
-__all__ = ["EventLog", "GetSessionConfig", "Session", "SessionService"]
+__all__ = ["EventLog", "GetSessionConfig", "ListSessionsResponse", "Session", "SessionService"]
 
 Key = tuple[str, str, str]
 """(app name, user id, session id)."""
@@ -140,6 +140,18 @@ class Session:
     """Which creation of the session the snapshot was read from (the store's mark; internal)."""
 
 
+class ListSessionsResponse(list[Session]):
+    """What :meth:`SessionService.list_sessions` returns: a list of sessions that is also
+    google-adk's response object (``.sessions`` is the list itself)."""
+
+    __slots__ = ()
+
+    @property
+    def sessions(self) -> list[Session]:
+        """The sessions (this list), as google-adk's ``ListSessionsResponse.sessions``."""
+        return self
+
+
 class SessionService(abc.ABC):
     """Stores sessions, their events and their scoped state.
 
@@ -179,6 +191,9 @@ class SessionService(abc.ABC):
     @abc.abstractmethod
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
         """The sessions of a user (or of every user), without events, with merged state.
+
+        The shipped backends return a :class:`ListSessionsResponse`: a list that also answers
+        ``.sessions``, as google-adk's response does.
 
         Ordered as google-adk orders them: by ``last_update_time`` (the creation, then the last
         committed event's timestamp), then user id, then id (by code point).

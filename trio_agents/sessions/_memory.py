@@ -20,7 +20,7 @@ from .._state import (
     merged_state,
     split_state_delta,
 )
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._base import EventLog, GetSessionConfig, ListSessionsResponse, Session, SessionService
 
 __all__ = ["InMemorySessionService"]
 
@@ -134,7 +134,9 @@ class InMemorySessionService(SessionService):
             stored = self._sessions.get((app_name, user_id, self._lookup_id(session_id)))
         return None if stored is None else self._snapshot(stored, config)
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         await trio.lowlevel.checkpoint()
         found = [
             s
@@ -142,7 +144,9 @@ class InMemorySessionService(SessionService):
             if s.app_name == app_name and (user_id is None or s.user_id == user_id)
         ]
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
-        return [attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found]
+        return ListSessionsResponse(
+            attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found
+        )
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await trio.lowlevel.checkpoint()

@@ -23,7 +23,7 @@ from .._events import Event
 from .._ids import new_session_id, now
 from .._serde import check_event
 from .._state import TEMP_PREFIX, check_state_delta, split_state_delta, strip_temp
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._base import EventLog, GetSessionConfig, ListSessionsResponse, Session, SessionService
 from ._event_cache import EventCache, Fresh, needs_window, windowed
 
 __all__: list[str] = []  # internal: the SQL backends derive from it
@@ -142,10 +142,12 @@ class SqlSessionService(SessionService, abc.ABC):
         row, fresh = found
         return self._session_of(key, row, windowed(self._cache.merge(key, base, fresh), config))
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         """The sessions of a user (or of every user), without events, with merged state (see
         :meth:`SessionService.list_sessions` for their order)."""
-        return await self._run(self._list_job(app_name, user_id))
+        return ListSessionsResponse(await self._run(self._list_job(app_name, user_id)))
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The ``user:`` state of a user (see :meth:`SessionService.get_user_state`)."""
