@@ -17,7 +17,13 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
-from trio_agents import ArtifactNotFoundError, ConfigurationError, Part, TrioAgentsError
+from trio_agents import (
+    ArtifactNotFoundError,
+    ConfigurationError,
+    Part,
+    SerializationError,
+    TrioAgentsError,
+)
 from trio_agents.artifacts import ArtifactService
 
 APP = "app"
@@ -449,3 +455,52 @@ async def test_a_session_with_an_empty_id_does_not_share_the_users_files(
     assert await artifact_service.list_artifact_keys(
         app_name=APP, user_id=USER, session_id="other"
     ) == ["user:p"]
+
+
+async def test_versions_keep_their_custom_metadata_and_mime_type(
+    artifact_service: ArtifactService,
+) -> None:
+    """As google-adk 2.13: ``save_artifact(custom_metadata=...)`` is kept with the version;
+    ``list_artifact_versions`` gives one record per version, oldest first (empty for no file),
+    with its MIME type (``text/plain`` for text) and a creation time; ``get_artifact_version``
+    gives the latest or one version, None for no file. Records are copies."""
+    svc = artifact_service
+    where = {"app_name": APP, "user_id": USER, "session_id": SESSION}
+    await svc.save_artifact(**where, filename="a", artifact=text("x"), custom_metadata={"k": [1]})
+    await svc.save_artifact(**where, filename="a", artifact=Part.from_bytes(b"\x01", "image/png"))
+    records = await svc.list_artifact_versions(**where, filename="a")
+    assert [(r.version, dict(r.custom_metadata), r.mime_type) for r in records] == [
+        (0, {"k": [1]}, "text/plain"),
+        (1, {}, "image/png"),
+    ]
+    assert records[0].create_time <= records[1].create_time
+    assert records[0].canonical_uri != records[1].canonical_uri
+    records[0].custom_metadata["k"].append(2)
+    first = await svc.get_artifact_version(**where, filename="a", version=0)
+    assert first is not None and first.custom_metadata == {"k": [1]}
+    latest = await svc.get_artifact_version(**where, filename="a")
+    assert latest is not None and latest.version == 1
+    assert await svc.list_artifact_versions(**where, filename="none") == []
+    assert await svc.get_artifact_version(**where, filename="none") is None
+    with pytest.raises(ArtifactNotFoundError):
+        await svc.get_artifact_version(**where, filename="a", version=7)
+    assert await svc.load_artifact(**where, filename="a", version=0) == text("x")
+
+
+async def test_custom_metadata_must_be_json(artifact_service: ArtifactService) -> None:
+    """Metadata that cannot be stored is refused before anything is saved."""
+    with pytest.raises(SerializationError, match="custom_metadata"):
+        await artifact_service.save_artifact(
+            app_name=APP,
+            user_id=USER,
+            session_id=SESSION,
+            filename="a",
+            artifact=text("x"),
+            custom_metadata={"f": object()},
+        )
+    assert (
+        await artifact_service.list_versions(
+            app_name=APP, user_id=USER, session_id=SESSION, filename="a"
+        )
+        == []
+    )

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import abc
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
 
 from .._content import Part
-from .._errors import ConfigurationError
+from .._errors import ArtifactNotFoundError, ConfigurationError
+from .._serde import check_storable
 
-__all__ = ["USER_PREFIX", "ArtifactService", "check_artifact", "check_filename", "scope_of"]
+__all__ = [
+    "USER_PREFIX",
+    "ArtifactService",
+    "ArtifactVersion",
+    "check_artifact",
+    "check_filename",
+    "check_metadata",
+    "mime_type_of",
+    "scope_of",
+]
 
 USER_PREFIX = "user:"
 
@@ -54,6 +69,42 @@ def check_artifact(artifact: object, filename: str) -> Part:
 _EMPTY_PART = Part()
 
 
+def check_metadata(custom_metadata: Mapping[str, Any] | None, filename: str) -> dict[str, Any]:
+    """A private copy of ``custom_metadata`` (``{}`` for None), or
+    :class:`~trio_agents.SerializationError` naming what cannot be stored as JSON."""
+    if not custom_metadata:
+        return {}
+    check_storable(dict(custom_metadata), f"custom_metadata of artifact {filename!r}")
+    return copy.deepcopy(dict(custom_metadata))
+
+
+def mime_type_of(artifact: Part) -> str | None:
+    """The MIME type google-adk records for a saved part: its data's, ``text/plain`` for text."""
+    if artifact.inline_data is not None:
+        return artifact.inline_data.mime_type
+    if artifact.text is not None:
+        return "text/plain"
+    if artifact.file_data is not None:
+        return artifact.file_data.mime_type
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactVersion:
+    """What is known of one saved version of an artifact (google-adk's ``ArtifactVersion``).
+
+    ``canonical_uri`` names where the version is stored (``memory://…`` in memory, a ``file:``
+    URI on disk); ``custom_metadata`` is what the caller saved with it; ``create_time`` is when
+    it was saved (seconds since the epoch); ``mime_type`` is the data's, ``text/plain`` for text.
+    """
+
+    version: int
+    canonical_uri: str
+    custom_metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    create_time: float = 0.0
+    mime_type: str | None = None
+
+
 class ArtifactService(abc.ABC):
     """Stores versioned artifacts (R-ART-1..3).
 
@@ -75,8 +126,10 @@ class ArtifactService(abc.ABC):
         filename: str,
         artifact: Part,
         session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        """Store a new version; return its number."""
+        """Store a new version; return its number. ``custom_metadata`` (JSON) is kept with the
+        version, for :meth:`list_artifact_versions` and :meth:`get_artifact_version`."""
 
     @abc.abstractmethod
     async def load_artifact(
@@ -112,3 +165,36 @@ class ArtifactService(abc.ABC):
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         """The version numbers of a file, ascending (empty when there is no such file)."""
+
+    async def list_artifact_versions(
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+    ) -> list[ArtifactVersion]:
+        """Every version of a file with what is known of it, oldest first (empty when there is
+        no such file). A backend that keeps no such records raises :class:`NotImplementedError`
+        (every shipped backend keeps them)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support list_artifact_versions")
+
+    async def get_artifact_version(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+        version: int | None = None,
+    ) -> ArtifactVersion | None:
+        """What is known of one version (``None``: the latest); None when there is no such file.
+
+        Raises:
+            ArtifactNotFoundError: an explicit ``version`` that does not exist (as
+                :meth:`load_artifact`; google-adk answers None).
+        """
+        versions = await self.list_artifact_versions(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        if version is None:
+            return versions[-1] if versions else None
+        for found in versions:
+            if found.version == version:
+                return found
+        raise ArtifactNotFoundError(filename=filename, version=version)
