@@ -381,3 +381,15 @@ def test_new_id_is_a_fresh_uuid4_string() -> None:
     assert first != second
     assert uuid.UUID(first).version == 4 and str(uuid.UUID(first)) == first
     assert len(Event(author="a").id) == len(first)
+
+
+def test_has_trailing_code_execution_result() -> None:
+    """As google-adk 2.13's public helper: True only when the last part is a code result."""
+    result = Part(code_execution_result=CodeExecutionResult(outcome="OUTCOME_OK", output="4"))
+    ends = Event(content=Content(role="model", parts=[Part.from_text("so"), result]))
+    assert ends.has_trailing_code_execution_result()
+    assert not ends.is_final_response()
+    later = Event(content=Content(role="model", parts=[result, Part.from_text("it is 4")]))
+    assert not later.has_trailing_code_execution_result()
+    assert not Event().has_trailing_code_execution_result()
+    assert not Event(content=Content(role="model", parts=[])).has_trailing_code_execution_result()

@@ -305,6 +305,10 @@ class Event:
         content = self.content
         return bool(content and content.parts and content.parts[-1].code_execution_result)
 
+    def has_trailing_code_execution_result(self) -> bool:
+        """Whether the content's last part is a code-execution result (as google-adk's)."""
+        return self._ends_with_code_result()
+
     # -- JSON --------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

@@ -874,3 +874,16 @@ async def test_list_sessions_answers_sessions_as_adk_response(
     assert [(s.id, s.state, len(s.events)) for s in listed.sessions] == [("s1", {"user:u": 1}, 0)]
     assert listed == [attrs.evolve(first, events=[])]
     assert (await session_service.list_sessions(app_name="none")).sessions == []
+
+
+async def test_flush_is_a_checkpoint_after_which_everything_is_stored(
+    session_service: SessionService,
+) -> None:
+    """google-adk 2.13's ``flush()``: nothing is buffered, so after it (as before it) every
+    appended event is stored; it is a checkpoint, as every service method."""
+    session = await create(session_service)
+    await session_service.append_event(session, Event(author="user"))
+    with trio.testing.assert_checkpoints():
+        await session_service.flush()
+    stored = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None and len(stored.events) == 1

@@ -226,6 +226,14 @@ class SessionService(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not support get_user_state")
 
+    async def flush(self) -> None:
+        """Wait until every event appended so far is stored (a checkpoint).
+
+        As google-adk's: the shipped backends store each event before ``append_event``
+        returns, so there is nothing to wait for; a buffering backend would override this.
+        """
+        await trio.lowlevel.checkpoint()
+
     def get_session_nowait(
         self,
         *,
