@@ -887,3 +887,44 @@ async def test_flush_is_a_checkpoint_after_which_everything_is_stored(
         await session_service.flush()
     stored = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert stored is not None and len(stored.events) == 1
+
+
+async def test_an_equal_redelivery_of_the_last_event_is_not_stored_twice(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13's in-memory store: appending the same event again (the same object,
+    or an equal copy; ``temp:`` keys aside) stores nothing and changes nothing; an event that
+    only shares the id is a new event, stored."""
+    session = await create(session_service)
+    event = Event(id="e1", author="user", actions=EventActions(state_delta={"n": 1, "temp:t": 1}))
+    committed = await session_service.append_event(session, event)
+    assert await session_service.append_event(session, event) == committed
+    assert await session_service.append_event(session, attrs.evolve(event)) == committed
+    assert (session.revision, len(session.events)) == (1, 1)
+    stored = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None
+    assert (stored.revision, [e.id for e in stored.events], stored.state) == (1, ["e1"], {"n": 1})
+    other = Event(id="e1", author="user", actions=EventActions(state_delta={"n": 2}))
+    await session_service.append_event(stored, other)
+    again = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert again is not None
+    assert ([e.id for e in again.events], again.state) == (["e1", "e1"], {"n": 2})
+
+
+async def test_a_redelivery_to_a_deleted_or_stale_session_is_refused(
+    session_service: SessionService,
+) -> None:
+    """A re-delivered event is checked as any append: the session must still be as the
+    snapshot saw it."""
+    session = await create(session_service, session_id="s1")
+    event = Event(id="e1", author="user")
+    await session_service.append_event(session, event)
+    behind = attrs.evolve(session)
+    await session_service.append_event(session, Event(author="user"))
+    with pytest.raises(StaleSessionError):
+        await session_service.append_event(behind, event)
+    await session_service.delete_session(app_name=APP, user_id=USER, session_id="s1")
+    with pytest.raises(SessionNotFoundError):
+        await session_service.append_event(session, Event(id=session.events[-1].id))
+    with pytest.raises(SessionNotFoundError):
+        await session_service.append_event(behind, event)

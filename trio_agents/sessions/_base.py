@@ -209,7 +209,9 @@ class SessionService(abc.ABC):
 
         Partial events are returned untouched and not stored. ``temp:`` keys are applied to
         ``session.state`` but removed from the committed event's delta. ``session`` is updated
-        in place (state, events, revision, last_update_time).
+        in place (state, events, revision, last_update_time). Appending again the event that
+        ``session`` ends with (same id, equal fields) stores nothing and returns the stored
+        event, as google-adk's in-memory store does for an equal re-delivery.
 
         Raises:
             SessionNotFoundError: the session does not exist (any more).
@@ -283,6 +285,28 @@ class SessionService(abc.ABC):
         """The id a read or a delete looks for: ``session_id`` without surrounding whitespace,
         as :meth:`create_session` stored it (google-adk strips it on every lookup too)."""
         return session_id.strip() if isinstance(session_id, str) else session_id
+
+    @staticmethod
+    def _redelivered(session: Session, event: Event) -> Event | None:
+        """The stored event, when ``event`` is the one ``session`` ends with delivered again.
+
+        As google-adk's in-memory store: an equal re-delivery (same id and fields, ``temp:``
+        keys aside) is not appended twice. Only the snapshot's last event is compared, so the
+        check costs O(1).
+        """
+        log = session.events
+        if not log:
+            return None
+        last = log[-1]
+        if last.id != event.id:
+            return None
+        if last is event or last == event:
+            return last
+        stripped = strip_temp(event.actions.state_delta)
+        if stripped is None:
+            return None
+        bare = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stripped))
+        return last if last == bare else None
 
     @staticmethod
     def _prepare_event(session: Session, event: Event) -> Event:

@@ -174,6 +174,11 @@ class InMemorySessionService(SessionService):
             raise StaleSessionError(
                 session.id, expected=session.revision, actual=revision, recreated=recreated
             )
+        log = session.events  # in step with the store: its last event is the stored one
+        if log._stop != log._start and log._items[log._stop - 1].id == event.id:
+            again = self._redelivered(session, event)
+            if again is not None:
+                return again
         check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         if delta and not _plain(delta, stored.state):

@@ -142,6 +142,22 @@ class SqlSessionService(SessionService, abc.ABC):
         row, fresh = found
         return self._session_of(key, row, windowed(self._cache.merge(key, base, fresh), config))
 
+    async def _still_last(self, session: Session, event: Event) -> bool:
+        """Whether the stored session is as ``session`` saw it, ending with ``event``
+        (otherwise the append goes on, and raises what a stale or missing session raises)."""
+        stored = await self.get_session(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            config=GetSessionConfig(num_recent_events=1),
+        )
+        return (
+            stored is not None
+            and stored.revision == session.revision
+            and session._incarnation in (None, stored._incarnation)
+            and [e.id for e in stored.events] == [event.id]
+        )
+
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
@@ -164,6 +180,9 @@ class SqlSessionService(SessionService, abc.ABC):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        again = self._redelivered(session, event)
+        if again is not None and await self._still_last(session, again):
+            return again
         check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         check_state_delta(delta)
