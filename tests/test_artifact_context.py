@@ -334,3 +334,25 @@ async def test_artifact_saved_by_one_agent_is_read_by_the_next_r_art_2() -> None
     assert responses(events[1]) == [("write", {"result": "ok"})]
     system = model_of(reader).requests[0].system_instruction or ""
     assert system.startswith("Got: from writer")
+
+
+async def test_a_tool_saves_custom_metadata_with_its_version() -> None:
+    """As google-adk 2.13's ``Context.save_artifact(filename, artifact, custom_metadata)``: the
+    metadata is kept with the version, and the delta records the version as before."""
+
+    async def write(tool_context: ToolContext) -> str:
+        await tool_context.save_artifact("r.txt", Part.from_text("v"), {"source": "tool"})
+        return "ok"
+
+    session = await Chat.start(agent([fc("write"), "done"], write))
+    events = await session.send()
+    assert [dict(e.actions.artifact_delta) for e in events][1] == {"r.txt": 0}
+    runner = session.runner
+    record = await runner.artifact_service.get_artifact_version(
+        app_name=runner.app_name,
+        user_id=session.user_id,
+        session_id=session.session_id,
+        filename="r.txt",
+    )
+    assert record is not None
+    assert (record.version, dict(record.custom_metadata)) == (0, {"source": "tool"})

@@ -372,3 +372,24 @@ def test_stamped_fills_only_what_is_missing_like_evolve(
     assert (got.id, got.timestamp, got.actions) == (event.id, event.timestamp, event.actions)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         got.author = "changed"  # type: ignore[misc]
+
+
+def test_new_id_is_a_fresh_uuid4_string() -> None:
+    """As google-adk 2.13's ``Event.new_id()``: a static method giving a new uuid4 string, the
+    form of the id an event built without one gets."""
+    first, second = Event.new_id(), Event.new_id()
+    assert first != second
+    assert uuid.UUID(first).version == 4 and str(uuid.UUID(first)) == first
+    assert len(Event(author="a").id) == len(first)
+
+
+def test_has_trailing_code_execution_result() -> None:
+    """As google-adk 2.13's public helper: True only when the last part is a code result."""
+    result = Part(code_execution_result=CodeExecutionResult(outcome="OUTCOME_OK", output="4"))
+    ends = Event(content=Content(role="model", parts=[Part.from_text("so"), result]))
+    assert ends.has_trailing_code_execution_result()
+    assert not ends.is_final_response()
+    later = Event(content=Content(role="model", parts=[result, Part.from_text("it is 4")]))
+    assert not later.has_trailing_code_execution_result()
+    assert not Event().has_trailing_code_execution_result()
+    assert not Event(content=Content(role="model", parts=[])).has_trailing_code_execution_result()

@@ -513,8 +513,11 @@ class CallbackContext(ReadonlyContext):
             raise ConfigurationError("Artifact service is not initialized.")
         return service
 
-    async def save_artifact(self, filename: str, artifact: Part) -> int:
-        """Store a new version now; record it in this context's ``artifact_delta``."""
+    async def save_artifact(
+        self, filename: str, artifact: Part, custom_metadata: Mapping[str, Any] | None = None
+    ) -> int:
+        """Store a new version now (with ``custom_metadata``, if any); record it in this
+        context's ``artifact_delta``."""
         session = self._ctx.session
         version: int = await self._artifacts().save_artifact(
             app_name=session.app_name,
@@ -522,6 +525,7 @@ class CallbackContext(ReadonlyContext):
             session_id=session.id,
             filename=filename,
             artifact=artifact,
+            custom_metadata=custom_metadata,
         )
         self._actions.artifact_delta[filename] = version
         return version

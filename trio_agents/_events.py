@@ -261,6 +261,11 @@ class Event:
         draft.actions = actions
         draft.__class__ = Event
 
+    @staticmethod
+    def new_id() -> str:
+        """A fresh event id, as an event built without one gets (a uuid4 string by default)."""
+        return new_event_id()
+
     # -- queries ---------------------------------------------------------------------------
 
     def get_function_calls(self) -> list[FunctionCall]:
@@ -299,6 +304,10 @@ class Event:
     def _ends_with_code_result(self) -> bool:
         content = self.content
         return bool(content and content.parts and content.parts[-1].code_execution_result)
+
+    def has_trailing_code_execution_result(self) -> bool:
+        """Whether the content's last part is a code-execution result (as google-adk's)."""
+        return self._ends_with_code_result()
 
     # -- JSON --------------------------------------------------------------------------------
 

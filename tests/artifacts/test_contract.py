@@ -17,7 +17,13 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
-from trio_agents import ArtifactNotFoundError, ConfigurationError, Part, TrioAgentsError
+from trio_agents import (
+    ArtifactNotFoundError,
+    ConfigurationError,
+    Part,
+    SerializationError,
+    TrioAgentsError,
+)
 from trio_agents.artifacts import ArtifactService
 
 APP = "app"
@@ -382,3 +388,119 @@ def test_store_behaves_like_a_dict_of_version_lists(
                         assert await load(svc, filename, v, **where) == part
 
     trio.run(check)
+
+
+async def test_user_files_need_no_session_id(artifact_service: ArtifactService) -> None:
+    """As google-adk 2.13 (in-memory and file stores): ``session_id`` defaults to None, which
+    names the user's scope; a ``user:`` file saved without one is the one every session sees,
+    and listing without a session id gives the ``user:`` files only."""
+    svc = artifact_service
+    assert (
+        await svc.save_artifact(app_name=APP, user_id=USER, filename="user:p", artifact=text("a"))
+        == 0
+    )
+    assert (
+        await svc.save_artifact(app_name=APP, user_id=USER, filename="user:p", artifact=text("b"))
+        == 1
+    )
+    await save(svc, "user:p", text("c"))
+    await save(svc, "notes.txt", text("n"))
+    loaded = await svc.load_artifact(app_name=APP, user_id=USER, filename="user:p", version=1)
+    assert loaded == text("b")
+    assert await svc.list_versions(app_name=APP, user_id=USER, filename="user:p") == [0, 1, 2]
+    assert await svc.list_artifact_keys(app_name=APP, user_id=USER) == ["user:p"]
+    assert await svc.list_artifact_keys(app_name=APP, user_id=USER, session_id=SESSION) == [
+        "notes.txt",
+        "user:p",
+    ]
+    await svc.delete_artifact(app_name=APP, user_id=USER, filename="user:p")
+    assert await svc.load_artifact(app_name=APP, user_id=USER, filename="user:p") is None
+
+
+async def test_session_file_without_session_id_is_refused(
+    artifact_service: ArtifactService,
+) -> None:
+    """google-adk 2.13 refuses a session-scoped name without a session id (a ValueError):
+    here a ConfigurationError naming the file, and nothing is stored."""
+    with pytest.raises(ConfigurationError, match=r"notes\.txt"):
+        await artifact_service.save_artifact(
+            app_name=APP, user_id=USER, filename="notes.txt", artifact=text("n")
+        )
+    with pytest.raises(ConfigurationError, match=r"notes\.txt"):
+        await artifact_service.load_artifact(app_name=APP, user_id=USER, filename="notes.txt")
+    assert await artifact_service.list_artifact_keys(app_name=APP, user_id=USER) == []
+
+
+async def test_an_empty_part_is_refused(artifact_service: ArtifactService) -> None:
+    """google-adk 2.13 refuses to save a ``Part()`` with nothing in it (a ValueError): here a
+    ConfigurationError naming the file; no version is made."""
+    with pytest.raises(ConfigurationError, match=r"'e'") as info:
+        await save(artifact_service, "e", Part())
+    assert isinstance(info.value, ValueError)
+    assert (
+        await artifact_service.list_versions(
+            app_name=APP, user_id=USER, session_id=SESSION, filename="e"
+        )
+        == []
+    )
+
+
+async def test_a_session_with_an_empty_id_does_not_share_the_users_files(
+    artifact_service: ArtifactService,
+) -> None:
+    """The files of a session whose id is ``""`` are that session's, not the user's."""
+    await save(artifact_service, "own.txt", text("o"), session="")
+    await save(artifact_service, "user:p", text("p"), session="")
+    assert await artifact_service.list_artifact_keys(app_name=APP, user_id=USER) == ["user:p"]
+    assert await artifact_service.list_artifact_keys(
+        app_name=APP, user_id=USER, session_id="other"
+    ) == ["user:p"]
+
+
+async def test_versions_keep_their_custom_metadata_and_mime_type(
+    artifact_service: ArtifactService,
+) -> None:
+    """As google-adk 2.13: ``save_artifact(custom_metadata=...)`` is kept with the version;
+    ``list_artifact_versions`` gives one record per version, oldest first (empty for no file),
+    with its MIME type (``text/plain`` for text) and a creation time; ``get_artifact_version``
+    gives the latest or one version, None for no file. Records are copies."""
+    svc = artifact_service
+    where = {"app_name": APP, "user_id": USER, "session_id": SESSION}
+    await svc.save_artifact(**where, filename="a", artifact=text("x"), custom_metadata={"k": [1]})
+    await svc.save_artifact(**where, filename="a", artifact=Part.from_bytes(b"\x01", "image/png"))
+    records = await svc.list_artifact_versions(**where, filename="a")
+    assert [(r.version, dict(r.custom_metadata), r.mime_type) for r in records] == [
+        (0, {"k": [1]}, "text/plain"),
+        (1, {}, "image/png"),
+    ]
+    assert records[0].create_time <= records[1].create_time
+    assert records[0].canonical_uri != records[1].canonical_uri
+    records[0].custom_metadata["k"].append(2)
+    first = await svc.get_artifact_version(**where, filename="a", version=0)
+    assert first is not None and first.custom_metadata == {"k": [1]}
+    latest = await svc.get_artifact_version(**where, filename="a")
+    assert latest is not None and latest.version == 1
+    assert await svc.list_artifact_versions(**where, filename="none") == []
+    assert await svc.get_artifact_version(**where, filename="none") is None
+    with pytest.raises(ArtifactNotFoundError):
+        await svc.get_artifact_version(**where, filename="a", version=7)
+    assert await svc.load_artifact(**where, filename="a", version=0) == text("x")
+
+
+async def test_custom_metadata_must_be_json(artifact_service: ArtifactService) -> None:
+    """Metadata that cannot be stored is refused before anything is saved."""
+    with pytest.raises(SerializationError, match="custom_metadata"):
+        await artifact_service.save_artifact(
+            app_name=APP,
+            user_id=USER,
+            session_id=SESSION,
+            filename="a",
+            artifact=text("x"),
+            custom_metadata={"f": object()},
+        )
+    assert (
+        await artifact_service.list_versions(
+            app_name=APP, user_id=USER, session_id=SESSION, filename="a"
+        )
+        == []
+    )

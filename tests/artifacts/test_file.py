@@ -237,3 +237,23 @@ def _leave_debris(root: Path, name: str) -> None:
 
 def _all_under(root: Path) -> bool:
     return all(root in path.resolve().parents for path in root.rglob("*"))
+
+
+async def test_a_version_written_before_records_existed_reads_without_metadata(
+    tmp_path: Path,
+) -> None:
+    """A version file holding only the part (the earlier format) still loads; its record has no
+    custom metadata and the file's modification time as its creation time."""
+    service = FileArtifactService(tmp_path)
+    await service.save_artifact(
+        **WHERE, filename="old.txt", artifact=Part.from_text("o"), custom_metadata={"k": 1}
+    )
+    (path,) = await trio.to_thread.run_sync(_files_under, tmp_path)
+    stored = json.loads(await trio.to_thread.run_sync(path.read_text))
+    assert stored.pop("artifactVersion")["customMetadata"] == {"k": 1}
+    await trio.to_thread.run_sync(path.write_text, json.dumps(stored))
+    await trio.to_thread.run_sync(os.utime, path, (1_000_000.0, 1_000_000.0))
+    assert await service.load_artifact(**WHERE, filename="old.txt") == Part.from_text("o")
+    (record,) = await service.list_artifact_versions(**WHERE, filename="old.txt")
+    assert (record.custom_metadata, record.create_time) == ({}, 1_000_000.0)
+    assert record.canonical_uri == path.absolute().as_uri()

@@ -185,3 +185,39 @@ def test_any_query_is_valid_and_finds_exactly_what_shares_its_words(
 
 async def _search_response(service: MemoryService, query: str) -> SearchMemoryResponse:
     return await service.search_memory(app_name="app", user_id="u", query=query)
+
+
+async def test_add_events_to_memory_adds_to_what_is_remembered(
+    memory_service: MemoryService,
+) -> None:
+    """As google-adk 2.13's in-memory service: events add to their session's memories (or, with
+    no session id, to the user's session-less ones) without replacing them; an event id already
+    remembered there is skipped; the same id under another session is kept."""
+    svc = memory_service
+    await svc.add_session_to_memory(session("s1", "zebra in session"))
+
+    def said(eid: str, text: str) -> Event:
+        return Event(id=eid, author="user", timestamp=1.0, content=Content.from_text(text))
+
+    turn = [said("a", "zebra one"), said("b", "zebra two"), said("c", "")]
+    await svc.add_events_to_memory(app_name="app", user_id="u", events=turn)
+    await svc.add_events_to_memory(
+        app_name="app", user_id="u", events=[said("b", "zebra changed"), said("d", "zebra four")]
+    )
+    await svc.add_events_to_memory(
+        app_name="app", user_id="u", events=[said("a", "zebra again")], session_id="s1"
+    )
+    found = await svc.search_memory(app_name="app", user_id="u", query="zebra")
+    assert sorted(m.text for m in found.memories) == [
+        "zebra again",
+        "zebra four",
+        "zebra in session",
+        "zebra one",
+        "zebra two",
+    ]
+    by_text = {m.text: m for m in found.memories}
+    assert "session_id" not in by_text["zebra one"].custom_metadata
+    assert by_text["zebra again"].custom_metadata["session_id"] == "s1"
+    await svc.add_session_to_memory(session("s1", "zebra replaced"))
+    assert "zebra again" not in await search(svc, "zebra")
+    assert await search(svc, "zebra", user="other") == []

@@ -99,3 +99,25 @@ def test_search_is_adks_keyword_scoring_r_mem_1(
         return await ids(service, query)
 
     assert trio.run(scenario) == ranked
+
+
+async def test_delete_memory_forgets_for_good() -> None:
+    """As google-adk 2.13's ``InMemoryMemoryService.delete_memory``: the entry with that id goes,
+    in every session of the user, and adding it again (with its session or as an event) does not
+    bring it back; no id, or an unknown one, changes nothing."""
+    service = InMemoryMemoryService()
+    await service.add_session_to_memory(session("s1", "apple pie", "apple tart"))
+    await service.add_events_to_memory(
+        app_name="app", user_id="u", events=[session("s2", "apple juice").events[0]]
+    )
+    await service.delete_memory(app_name="app", user_id="u", memory_id=None)
+    await service.delete_memory(app_name="app", user_id="u", memory_id="nope")
+    assert await ids(service, "apple") == ["s1-0", "s1-1", "s2-0"]
+    await service.delete_memory(app_name="app", user_id="u", memory_id="s1-0")
+    await service.delete_memory(app_name="app", user_id="u", memory_id="s2-0")
+    assert await ids(service, "apple") == ["s1-1"]
+    await service.add_session_to_memory(session("s1", "apple pie", "apple tart"))
+    await service.add_events_to_memory(
+        app_name="app", user_id="u", events=[session("s2", "apple juice").events[0]]
+    )
+    assert await ids(service, "apple") == ["s1-1"]

@@ -211,3 +211,20 @@ async def test_a_closed_service_refuses_work(tmp_path: Path) -> None:
     await service.aclose()  # twice is fine
     with pytest.raises(trio.ClosedResourceError, match="closed"):
         await service.search_memory(app_name="app", user_id="u", query="x")
+
+
+async def test_delete_memory_is_not_supported(tmp_path: Path) -> None:
+    """As google-adk 2.13's SQLite memory, which has no ``delete_memory``: the base contract's
+    NotImplementedError, and nothing is forgotten."""
+    async with SqliteMemoryService(tmp_path / "m.db") as service:
+        await service.add_session_to_memory(
+            Session(
+                id="s",
+                app_name="app",
+                user_id="u",
+                events=[Event(id="e", author="user", content=Content.from_text("kept memory"))],
+            )
+        )
+        with pytest.raises(NotImplementedError, match="delete_memory"):
+            await service.delete_memory(app_name="app", user_id="u", memory_id="e")
+        assert await texts(service, "memory") == ["kept memory"]

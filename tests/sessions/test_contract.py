@@ -34,7 +34,7 @@ from trio_agents import (
     StaleSessionError,
     UsageMetadata,
 )
-from trio_agents.sessions import GetSessionConfig, Session, SessionService
+from trio_agents.sessions import GetSessionConfig, ListSessionsResponse, Session, SessionService
 from trio_agents.testing.strategies import json_values, state_deltas as shipped_state_deltas
 
 APP = "app"
@@ -129,6 +129,23 @@ async def test_session_id_whitespace_is_stripped(session_service: SessionService
     )
     with pytest.raises(SessionExistsError):
         await create(session_service, session_id="s1 ")
+
+
+async def test_padded_session_id_reads_and_deletes_the_stripped_session(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13 (every store): ``get_session`` and ``delete_session`` strip the id too,
+    so ``" s1 "`` finds and deletes the session created as ``"s1"``."""
+    await create(session_service, session_id="s1", state={"k": 1})
+    found = await session_service.get_session(app_name=APP, user_id=USER, session_id=" s1\t")
+    assert found is not None
+    assert (found.id, found.state) == ("s1", {"k": 1})
+    windowed = await session_service.get_session(
+        app_name=APP, user_id=USER, session_id=" s1", config=GetSessionConfig(num_recent_events=1)
+    )
+    assert windowed is not None and windowed.id == "s1"
+    await session_service.delete_session(app_name=APP, user_id=USER, session_id="  s1 ")
+    assert await session_service.get_session(app_name=APP, user_id=USER, session_id="s1") is None
 
 
 @pytest.mark.parametrize("blank", ["", "   "])
@@ -821,3 +838,93 @@ def test_stored_state_is_the_fold_of_committed_deltas(
                     assert not any(k.startswith("temp:") for k in e.actions.state_delta)
 
     trio.run(check)
+
+
+async def test_get_user_state_reads_the_user_scope_without_a_session(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13's ``get_user_state``: the user's scope with the ``user:`` prefix
+    removed, from creation and from appends, for that app and user only; ``{}`` for a user with
+    none; a copy of what is stored."""
+    svc = session_service
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {}
+    session = await create(svc, state={"user:name": "Ada", "app:a": 1, "k": 2, "temp:t": 3})
+    await create(svc, user_id="other", state={"user:name": "Bob"})
+    event = Event(author="user", actions=EventActions(state_delta={"user:n": {"x": [1]}, "j": 1}))
+    await svc.append_event(session, event)
+    state = await svc.get_user_state(app_name=APP, user_id=USER)
+    assert state == {"name": "Ada", "n": {"x": [1]}}
+    state["n"]["x"].append(2)
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {"name": "Ada", "n": {"x": [1]}}
+    assert await svc.get_user_state(app_name=APP, user_id="other") == {"name": "Bob"}
+    assert await svc.get_user_state(app_name="elsewhere", user_id=USER) == {}
+    await svc.delete_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert await svc.get_user_state(app_name=APP, user_id=USER) == {"name": "Ada", "n": {"x": [1]}}
+
+
+async def test_list_sessions_answers_sessions_as_adk_response(
+    session_service: SessionService,
+) -> None:
+    """google-adk 2.13's ``list_sessions`` returns a response whose ``.sessions`` is the list;
+    here the list itself answers ``.sessions`` too, so code written either way works."""
+    first = await create(session_service, session_id="s1", state={"user:u": 1})
+    listed = await session_service.list_sessions(app_name=APP, user_id=USER)
+    assert isinstance(listed, ListSessionsResponse) and isinstance(listed, list)
+    assert listed.sessions is listed
+    assert [(s.id, s.state, len(s.events)) for s in listed.sessions] == [("s1", {"user:u": 1}, 0)]
+    assert listed == [attrs.evolve(first, events=[])]
+    assert (await session_service.list_sessions(app_name="none")).sessions == []
+
+
+async def test_flush_is_a_checkpoint_after_which_everything_is_stored(
+    session_service: SessionService,
+) -> None:
+    """google-adk 2.13's ``flush()``: nothing is buffered, so after it (as before it) every
+    appended event is stored; it is a checkpoint, as every service method."""
+    session = await create(session_service)
+    await session_service.append_event(session, Event(author="user"))
+    with trio.testing.assert_checkpoints():
+        await session_service.flush()
+    stored = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None and len(stored.events) == 1
+
+
+async def test_an_equal_redelivery_of_the_last_event_is_not_stored_twice(
+    session_service: SessionService,
+) -> None:
+    """As google-adk 2.13's in-memory store: appending the same event again (the same object,
+    or an equal copy; ``temp:`` keys aside) stores nothing and changes nothing; an event that
+    only shares the id is a new event, stored."""
+    session = await create(session_service)
+    event = Event(id="e1", author="user", actions=EventActions(state_delta={"n": 1, "temp:t": 1}))
+    committed = await session_service.append_event(session, event)
+    assert await session_service.append_event(session, event) == committed
+    assert await session_service.append_event(session, attrs.evolve(event)) == committed
+    assert (session.revision, len(session.events)) == (1, 1)
+    stored = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None
+    assert (stored.revision, [e.id for e in stored.events], stored.state) == (1, ["e1"], {"n": 1})
+    other = Event(id="e1", author="user", actions=EventActions(state_delta={"n": 2}))
+    await session_service.append_event(stored, other)
+    again = await session_service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert again is not None
+    assert ([e.id for e in again.events], again.state) == (["e1", "e1"], {"n": 2})
+
+
+async def test_a_redelivery_to_a_deleted_or_stale_session_is_refused(
+    session_service: SessionService,
+) -> None:
+    """A re-delivered event is checked as any append: the session must still be as the
+    snapshot saw it."""
+    session = await create(session_service, session_id="s1")
+    event = Event(id="e1", author="user")
+    await session_service.append_event(session, event)
+    behind = attrs.evolve(session)
+    await session_service.append_event(session, Event(author="user"))
+    with pytest.raises(StaleSessionError):
+        await session_service.append_event(behind, event)
+    await session_service.delete_session(app_name=APP, user_id=USER, session_id="s1")
+    with pytest.raises(SessionNotFoundError):
+        await session_service.append_event(session, Event(id=session.events[-1].id))
+    with pytest.raises(SessionNotFoundError):
+        await session_service.append_event(behind, event)

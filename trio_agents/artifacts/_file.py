@@ -8,7 +8,10 @@ Layout under ``root``::
 Path segments are percent-encoded, so any valid filename or id is one directory name (never
 starting with ".", which marks our own debris). A version file holds the whole
 :class:`~trio_agents.Part` as JSON (text, or bytes in base64 with their MIME type, and any other
-field), so its metadata travels with it.
+field), so its metadata travels with it; the version's own record (when it was saved, the
+caller's custom metadata) sits beside the part's fields under ``artifactVersion``, which reading
+the part ignores (a file written before that record existed reads as saved at its mtime, with no
+custom metadata).
 
 A version is written to a temporary file in its directory, flushed and fsynced, then published
 with ``os.link`` to ``<version>.json`` -- which fails if that version exists, so two writers (two
@@ -25,15 +28,25 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 import trio
 
 from .._content import Part
 from .._errors import ArtifactNotFoundError, ConfigurationError
+from .._ids import now
 from .._serde import dumps, loads, structure, unstructure
-from ._base import USER_PREFIX, ArtifactService, check_filename
+from ._base import (
+    ArtifactService,
+    ArtifactVersion,
+    check_artifact,
+    check_metadata,
+    mime_type_of,
+    scope_of,
+)
 
 __all__ = ["FileArtifactService"]
 
@@ -148,6 +161,33 @@ def _read(directory: Path, filename: str, version: int | None) -> Part | None:
     return structure(loads(text), Part, path=f"artifact {filename!r}")
 
 
+_RECORD = "artifactVersion"
+
+
+def _records(directory: Path) -> list[ArtifactVersion]:
+    found = []
+    for version in _versions(directory):
+        path = directory / f"{version}{_SUFFIX}"
+        try:
+            document = loads(path.read_text(encoding="utf-8"))
+            saved = path.stat().st_mtime
+        except FileNotFoundError:  # deleted meanwhile
+            continue
+        record = document.get(_RECORD) if isinstance(document, dict) else None
+        record = record if isinstance(record, dict) else {}
+        part = structure(document, Part, path=f"artifact version {path.name}")
+        found.append(
+            ArtifactVersion(
+                version=version,
+                canonical_uri=path.absolute().as_uri(),
+                custom_metadata=dict(record.get("customMetadata") or {}),
+                create_time=float(record.get("createTime", saved)),
+                mime_type=mime_type_of(part),
+            )
+        )
+    return found
+
+
 def _names(places: list[Path]) -> list[str]:
     found: set[str] = set()
     for place in places:
@@ -174,21 +214,31 @@ class FileArtifactService(ArtifactService):
     def _base(self, app_name: str, user_id: str) -> Path:
         return self.root / _segment(app_name, "app name") / _segment(user_id, "user id")
 
-    def _directory(self, app_name: str, user_id: str, session_id: str, filename: str) -> Path:
-        check_filename(filename)
+    def _directory(
+        self, app_name: str, user_id: str, session_id: str | None, filename: str
+    ) -> Path:
+        scope = scope_of(filename, session_id)
         base = self._base(app_name, user_id)
         name = _segment(filename, "artifact filename")
-        if filename.startswith(USER_PREFIX):
+        if scope is None:
             return base / "user" / name
-        return base / "sessions" / _segment(session_id, "session id") / name
+        return base / "sessions" / _segment(scope, "session id") / name
 
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        if not isinstance(artifact, Part):
-            raise ConfigurationError(f"an artifact is a Part, got {type(artifact).__name__}")
+        check_artifact(artifact, filename)
+        record = {"createTime": now(), "customMetadata": check_metadata(custom_metadata, filename)}
         directory = self._directory(app_name, user_id, session_id, filename)
-        payload = dumps(unstructure(artifact), path=f"artifact {filename!r}").encode()
+        document = {**unstructure(artifact), _RECORD: record}
+        payload = dumps(document, path=f"artifact {filename!r}").encode()
         return await trio.to_thread.run_sync(_publish, directory, payload)
 
     async def load_artifact(
@@ -196,28 +246,36 @@ class FileArtifactService(ArtifactService):
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         directory = self._directory(app_name, user_id, session_id, filename)
         return await trio.to_thread.run_sync(_read, directory, filename, version)
 
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
         base = self._base(app_name, user_id)
-        places = [base / "user", base / "sessions" / _segment(session_id, "session id")]
+        places = [base / "user"]
+        if session_id is not None:
+            places.append(base / "sessions" / _segment(session_id, "session id"))
         return await trio.to_thread.run_sync(_names, places)
 
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         directory = self._directory(app_name, user_id, session_id, filename)
         await trio.to_thread.run_sync(_remove, directory)
 
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         directory = self._directory(app_name, user_id, session_id, filename)
         return await trio.to_thread.run_sync(_versions, directory)
+
+    async def list_artifact_versions(
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+    ) -> list[ArtifactVersion]:
+        directory = self._directory(app_name, user_id, session_id, filename)
+        return await trio.to_thread.run_sync(_records, directory)

@@ -7,7 +7,7 @@ import datetime
 import itertools
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Self
 
@@ -112,13 +112,18 @@ class SearchMemoryResponse:
     memories: list[MemoryEntry] = attrs.field(factory=list)
 
 
-def remembered_events(session: Session) -> list[Event]:
-    """The events of ``session`` worth remembering: final content with some text."""
+def remembered_events(session: Session | Sequence[Event]) -> list[Event]:
+    """The events (of a session, or given) worth remembering: final content with some text."""
+    events = session.events if isinstance(session, Session) else session
     return [
         e
-        for e in session.events
+        for e in events
         if e.content is not None and not e.partial and event_text(e.content).strip()
     ]
+
+
+NO_SESSION = "\x00"
+"""Where events added without a session id are kept (no session id holds a NUL)."""
 
 
 class MemoryService(abc.ABC):
@@ -133,6 +138,37 @@ class MemoryService(abc.ABC):
     @abc.abstractmethod
     async def add_session_to_memory(self, session: Session) -> None:
         """Index ``session``'s events; adding a session again replaces what it added before."""
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """Remember some events (say, the latest turn) without re-adding a whole session.
+
+        As google-adk: ``events`` add to what the session (or, with no ``session_id``, the
+        user's events added without one) already has; an event whose id is already remembered
+        there is skipped. The events remembered are those :meth:`add_session_to_memory` keeps.
+        ``custom_metadata`` is for backends that have settings of their own; the shipped ones
+        have none and ignore it. A backend that cannot add events raises
+        :class:`NotImplementedError` (both shipped backends can).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support add_events_to_memory")
+
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
+        """Forget the memory whose :attr:`MemoryEntry.id` is ``memory_id`` (no id: nothing).
+
+        As google-adk's in-memory service: adding it again later (with its session or as an
+        event) does not bring it back. A backend that cannot delete raises
+        :class:`NotImplementedError`, as :class:`~trio_agents.memory.SqliteMemoryService` does.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support delete_memory")
 
     @abc.abstractmethod
     async def search_memory(

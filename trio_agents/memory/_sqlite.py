@@ -7,17 +7,19 @@ import os
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Self, TypeVar
 
 import trio
 
 from .._content import Content
 from .._errors import ConfigurationError
+from .._events import Event
 from .._serde import dumps, loads, structure, unstructure
 from .._sqlite_thread import LOCK_SLICE, SqliteThread
 from ..sessions import Session
 from ._base import (
+    NO_SESSION,
     MemoryEntry,
     MemoryService,
     SearchMemoryResponse,
@@ -124,6 +126,32 @@ def _match(query: str) -> str | None:
     return " OR ".join(f'"{t}"' for t in terms) or None  # \w+ never holds a quote
 
 
+_Row = tuple[str | None, str | None, str | None, str, str]
+"""A memory to insert: event id, author, timestamp, content JSON, indexed text."""
+
+
+def _rows(events: Sequence[Event]) -> list[_Row]:
+    rows = []
+    for event in remembered_events(events):
+        entry = MemoryEntry.from_event(event)
+        text = _fts_text(event_text(entry.content))
+        content = dumps(unstructure(entry.content), path="memory content")
+        rows.append((entry.id, entry.author, entry.timestamp, content, text))
+    return rows
+
+
+def _insert(conn: sqlite3.Connection, key: tuple[str, str, str], rows: list[_Row]) -> None:
+    for event_id, author, when, content, text in rows:
+        cursor = conn.execute(
+            "INSERT INTO memories (app_name, user_id, session_id, event_id, author,"
+            " timestamp, content) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*key, event_id, author, when, content),
+        )
+        conn.execute(
+            "INSERT INTO memory_text (rowid, text) VALUES (?, ?)", (cursor.lastrowid, text)
+        )
+
+
 class SqliteMemoryService(MemoryService):
     """Memories in the SQLite file at ``path``; searches use FTS5 and rank by bm25.
 
@@ -131,7 +159,9 @@ class SqliteMemoryService(MemoryService):
     (ties: the order they were added). Tokens are FTS5 ``unicode61`` ones: case and Latin
     diacritics are folded ("emigre" finds "émigré"); mixed-script words are split as in
     :class:`~trio_agents.memory.InMemoryMemoryService`. Punctuation and FTS operators in queries
-    are plain text. Re-adding a session replaces its memories in one transaction.
+    are plain text. Re-adding a session replaces its memories in one transaction;
+    :meth:`add_events_to_memory` adds to them. :meth:`delete_memory` is not supported
+    (:class:`NotImplementedError`, as google-adk's SQLite memory).
 
     Commits are durable (WAL, ``synchronous=FULL``). The connection lives on a thread of its own,
     opened on first use; a file that is not a trio_agents memory database, or one written by a
@@ -157,12 +187,7 @@ class SqliteMemoryService(MemoryService):
         return await self._db.run_patiently(fn, patience=BUSY_PATIENCE)
 
     async def add_session_to_memory(self, session: Session) -> None:
-        rows = []
-        for event in remembered_events(session):
-            entry = MemoryEntry.from_event(event)
-            text = _fts_text(event_text(entry.content))
-            content = dumps(unstructure(entry.content), path="memory content")
-            rows.append((entry.id, entry.author, entry.timestamp, content, text))
+        rows = _rows(session.events)
         key = (session.app_name, session.user_id, session.id)
 
         def replace(conn: sqlite3.Connection) -> None:
@@ -170,18 +195,40 @@ class SqliteMemoryService(MemoryService):
             with _transaction(conn):
                 conn.execute(f"DELETE FROM memory_text WHERE rowid IN ({old})", key)
                 conn.execute(old.replace("SELECT id", "DELETE"), key)
-                for event_id, author, when, content, text in rows:
-                    cursor = conn.execute(
-                        "INSERT INTO memories (app_name, user_id, session_id, event_id, author,"
-                        " timestamp, content) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (*key, event_id, author, when, content),
-                    )
-                    conn.execute(
-                        "INSERT INTO memory_text (rowid, text) VALUES (?, ?)",
-                        (cursor.lastrowid, text),
-                    )
+                _insert(conn, key, rows)
 
         await self._run(replace)
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        rows = _rows(events)
+        key = (app_name, user_id, session_id or NO_SESSION)
+
+        def add(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                known = {
+                    event_id
+                    for (event_id,) in conn.execute(
+                        "SELECT event_id FROM memories WHERE app_name=? AND user_id=?"
+                        " AND session_id=?",
+                        key,
+                    )
+                }
+                fresh = []
+                for row in rows:
+                    if row[0] not in known:
+                        fresh.append(row)
+                        known.add(row[0])
+                _insert(conn, key, fresh)
+
+        await self._run(add)
 
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
@@ -210,7 +257,7 @@ class SqliteMemoryService(MemoryService):
                     author=author,
                     timestamp=when,
                     id=event_id,
-                    custom_metadata={"session_id": session_id},
+                    custom_metadata={} if session_id == NO_SESSION else {"session_id": session_id},
                 )
                 for session_id, event_id, author, when, content in found
             ]

@@ -260,7 +260,7 @@ class SessionRoutes:
             raise HTTPError(404, "Session not found")
         with _artifact_errors("filename"):
             version = await self.core.artifact_service.save_artifact(
-                **ids, filename=filename, artifact=part
+                **ids, filename=filename, artifact=part, custom_metadata=None
             )
         mime = (
             part.inline_data.mime_type if part.inline_data else "text/plain" if part.text else None

@@ -11,6 +11,7 @@ from .._exports import publish as _publish, publish_one as _publish_one
 from ._base import (
     EventLog as EventLog,
     GetSessionConfig as GetSessionConfig,
+    ListSessionsResponse as ListSessionsResponse,
     Session as Session,
     SessionService as SessionService,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "EventLog",
     "GetSessionConfig",
     "InMemorySessionService",
+    "ListSessionsResponse",
     "PostgresSessionService",
     "Session",
     "SessionService",

@@ -15,7 +15,7 @@ from .._events import Event
 from .._serde import check_text
 from .._state import TEMP_PREFIX, check_state_delta, strip_temp
 
-__all__ = ["EventLog", "GetSessionConfig", "Session", "SessionService"]
+__all__ = ["EventLog", "GetSessionConfig", "ListSessionsResponse", "Session", "SessionService"]
 
 Key = tuple[str, str, str]
 """(app name, user id, session id)."""
@@ -140,6 +140,18 @@ class Session:
     """Which creation of the session the snapshot was read from (the store's mark; internal)."""
 
 
+class ListSessionsResponse(list[Session]):
+    """What :meth:`SessionService.list_sessions` returns: a list of sessions that is also
+    google-adk's response object (``.sessions`` is the list itself)."""
+
+    __slots__ = ()
+
+    @property
+    def sessions(self) -> list[Session]:
+        """The sessions (this list), as google-adk's ``ListSessionsResponse.sessions``."""
+        return self
+
+
 class SessionService(abc.ABC):
     """Stores sessions, their events and their scoped state.
 
@@ -184,11 +196,18 @@ class SessionService(abc.ABC):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        """The session, or None when there is no such session."""
+        """The session, or None when there is no such session.
+
+        Whitespace around ``session_id`` is ignored, as by :meth:`create_session` (and by
+        :meth:`delete_session`).
+        """
 
     @abc.abstractmethod
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
         """The sessions of a user (or of every user), without events, with merged state.
+
+        The shipped backends return a :class:`ListSessionsResponse`: a list that also answers
+        ``.sessions``, as google-adk's response does.
 
         Ordered as google-adk orders them: by ``last_update_time`` (the creation, then the last
         committed event's timestamp), then user id, then id (by code point).
@@ -204,7 +223,9 @@ class SessionService(abc.ABC):
 
         Partial events are returned untouched and not stored. ``temp:`` keys are applied to
         ``session.state`` but removed from the committed event's delta. ``session`` is updated
-        in place (state, events, revision, last_update_time).
+        in place (state, events, revision, last_update_time). Appending again the event that
+        ``session`` ends with (same id, equal fields) stores nothing and returns the stored
+        event, as google-adk's in-memory store does for an equal re-delivery.
 
         Raises:
             SessionNotFoundError: the session does not exist (any more).
@@ -241,6 +262,23 @@ class SessionService(abc.ABC):
                 await self.delete_session(app_name=app_name, user_id=user_id, session_id=session.id)
             raise
         return session
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The ``user:`` state of a user, read without a session, keys without the prefix.
+
+        As google-adk: shared by all the user's sessions of the app, empty when the user has
+        none, and a copy (changing it changes nothing stored). A backend that cannot read it
+        raises :class:`NotImplementedError` (every shipped backend can).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support get_user_state")
+
+    async def flush(self) -> None:
+        """Wait until every event appended so far is stored (a checkpoint).
+
+        As google-adk's: the shipped backends store each event before ``append_event``
+        returns, so there is nothing to wait for; a buffering backend would override this.
+        """
+        await trio.lowlevel.checkpoint()
 
     def get_session_nowait(
         self,
@@ -285,6 +323,34 @@ class SessionService(abc.ABC):
             _check_id("session_id", session_id)
         if state:
             check_state_delta(state, "state")
+
+    @staticmethod
+    def _lookup_id(session_id: str) -> str:
+        """The id a read or a delete looks for: ``session_id`` without surrounding whitespace,
+        as :meth:`create_session` stored it (google-adk strips it on every lookup too)."""
+        return session_id.strip() if isinstance(session_id, str) else session_id
+
+    @staticmethod
+    def _redelivered(session: Session, event: Event) -> Event | None:
+        """The stored event, when ``event`` is the one ``session`` ends with delivered again.
+
+        As google-adk's in-memory store: an equal re-delivery (same id and fields, ``temp:``
+        keys aside) is not appended twice. Only the snapshot's last event is compared, so the
+        check costs O(1).
+        """
+        log = session.events
+        if not log:
+            return None
+        last = log[-1]
+        if last.id != event.id:
+            return None
+        if last is event or last == event:
+            return last
+        stripped = strip_temp(event.actions.state_delta)
+        if stripped is None:
+            return None
+        bare = attrs.evolve(event, actions=attrs.evolve(event.actions, state_delta=stripped))
+        return last if last == bare else None
 
     @staticmethod
     def _prepare_event(session: Session, event: Event) -> Event:

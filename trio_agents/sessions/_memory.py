@@ -20,7 +20,7 @@ from .._state import (
     merged_state,
     split_state_delta,
 )
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._base import EventLog, GetSessionConfig, ListSessionsResponse, Session, SessionService
 
 __all__ = ["InMemorySessionService"]
 
@@ -180,9 +180,13 @@ class InMemorySessionService(SessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None:  # a padded id names the stripped one (checked on a miss only)
+            stored = self._sessions.get((app_name, user_id, self._lookup_id(session_id)))
         return None if stored is None else self._snapshot(stored, config)
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         await trio.lowlevel.checkpoint()
         found = [
             s
@@ -190,11 +194,18 @@ class InMemorySessionService(SessionService):
             if s.app_name == app_name and (user_id is None or s.user_id == user_id)
         ]
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
-        return [attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found]
+        return ListSessionsResponse(
+            attrs.evolve(self._snapshot(s, None), events=EventLog()) for s in found
+        )
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await trio.lowlevel.checkpoint()
-        self._sessions.pop((app_name, user_id, session_id), None)
+        self._sessions.pop((app_name, user_id, self._lookup_id(session_id)), None)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        await trio.lowlevel.checkpoint()
+        state: dict[str, Any] = _copied(self._user_state.get((app_name, user_id), {}))
+        return state
 
     async def append_event(self, session: Session, event: Event) -> Event:
         await trio.lowlevel.checkpoint()
@@ -214,6 +225,11 @@ class InMemorySessionService(SessionService):
             raise StaleSessionError(
                 session.id, expected=session.revision, actual=revision, recreated=recreated
             )
+        log = session.events  # in step with the store: its last event is the stored one
+        if log._stop != log._start and log._items[log._stop - 1].id == event.id:
+            again = self._redelivered(session, event)
+            if again is not None:
+                return again
         check_event(event, delta=False)  # the delta is checked below
         delta = event.actions.state_delta
         if delta and not _plain(delta, stored.state):

@@ -240,6 +240,17 @@ class PostgresSessionService(SqlSessionService):
 
         return read
 
+    def _user_state_job(self, app_name: str, user_id: str) -> Job[dict[str, Any]]:
+        def read(conn: Any) -> dict[str, Any]:
+            row = conn.execute(
+                "SELECT state FROM trio_agents_user_state WHERE app_name = %s AND user_id = %s",
+                (app_name, user_id),
+            ).fetchone()
+            state: dict[str, Any] = load_stored(row[0]) if row else {}
+            return state
+
+        return read
+
     def _delete_job(self, key: Key) -> Job[None]:
         def delete(conn: Any) -> None:
             # The session row first: it waits for an append in flight (which holds the row), so

@@ -23,7 +23,7 @@ from .._events import Event
 from .._ids import new_session_id, now
 from .._serde import check_event
 from .._state import TEMP_PREFIX, check_state_delta, split_state_delta, strip_temp
-from ._base import EventLog, GetSessionConfig, Session, SessionService
+from ._base import EventLog, GetSessionConfig, ListSessionsResponse, Session, SessionService
 from ._event_cache import EventCache, Fresh, needs_window, windowed
 
 __all__: list[str] = []  # internal: the SQL backends derive from it
@@ -96,6 +96,10 @@ class SqlSessionService(SessionService, abc.ABC):
         """The sessions of an app (of one user, or all), without events."""
 
     @abc.abstractmethod
+    def _user_state_job(self, app_name: str, user_id: str) -> Job[dict[str, Any]]:
+        """The user's scope (keys without the prefix; empty when there is none)."""
+
+    @abc.abstractmethod
     def _delete_job(self, key: Key) -> Job[None]:
         """Delete the session and its events."""
 
@@ -164,7 +168,7 @@ class SqlSessionService(SessionService, abc.ABC):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """The session, or None; a cached history is brought up to date, not read again."""
-        key = (app_name, user_id, session_id)
+        key = (app_name, user_id, self._lookup_id(session_id))
         base = self._cache.get(key)
         if not self._cache.capacity or (base is None and needs_window(config)):
             return await self._run(self._read_job(key, config))
@@ -176,14 +180,36 @@ class SqlSessionService(SessionService, abc.ABC):
         row, fresh = found
         return self._session_of(key, row, windowed(self._cache.merge(key, base, fresh), config))
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> list[Session]:
+    async def _still_last(self, session: Session, event: Event) -> bool:
+        """Whether the stored session is as ``session`` saw it, ending with ``event``
+        (otherwise the append goes on, and raises what a stale or missing session raises)."""
+        stored = await self.get_session(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            config=GetSessionConfig(num_recent_events=1),
+        )
+        return (
+            stored is not None
+            and stored.revision == session.revision
+            and session._incarnation in (None, stored._incarnation)
+            and [e.id for e in stored.events] == [event.id]
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         """The sessions of a user (or of every user), without events, with merged state (see
         :meth:`SessionService.list_sessions` for their order)."""
-        return await self._run(self._list_job(app_name, user_id))
+        return ListSessionsResponse(await self._run(self._list_job(app_name, user_id)))
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The ``user:`` state of a user (see :meth:`SessionService.get_user_state`)."""
+        return await self._run(self._user_state_job(app_name, user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events (nothing happens if it does not exist)."""
-        key = (app_name, user_id, session_id)
+        key = (app_name, user_id, self._lookup_id(session_id))
         await self._run(self._delete_job(key))
         self._cache.discard(key)
 
@@ -192,6 +218,9 @@ class SqlSessionService(SessionService, abc.ABC):
         if event.partial:
             await trio.lowlevel.checkpoint()
             return event
+        again = self._redelivered(session, event)
+        if again is not None and await self._still_last(session, again):
+            return again
         given, event = event, self._storable(event)
         key = (session.app_name, session.user_id, session.id)
         # The revision is read here, not in the job: one snapshot, one check.

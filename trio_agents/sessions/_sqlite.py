@@ -148,6 +148,9 @@ class SqliteSessionService(SqlSessionService):
     def _list_job(self, app_name: str, user_id: str | None) -> Job[list[Session]]:
         return functools.partial(_list, app_name=app_name, user_id=user_id)
 
+    def _user_state_job(self, app_name: str, user_id: str) -> Job[dict[str, Any]]:
+        return functools.partial(_user_state, key=(app_name, user_id))
+
     def _delete_job(self, key: Key) -> Job[None]:
         return functools.partial(_delete, key=key)
 
@@ -330,6 +333,11 @@ def _list(conn: sqlite3.Connection, *, app_name: str, user_id: str | None) -> li
         )
         for user, sid, state, revision, updated, created in rows
     ]
+
+
+def _user_state(conn: sqlite3.Connection, *, key: tuple[str, str]) -> dict[str, Any]:
+    with _transaction(conn, "DEFERRED"):
+        return _scope(conn, "SELECT state FROM user_state WHERE app_name = ? AND user_id = ?", key)
 
 
 def _delete(conn: sqlite3.Connection, *, key: Key) -> None:

@@ -12,6 +12,7 @@ answer continues the child (:mod:`trio_agents.tools._child_pause`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,7 +20,7 @@ import attrs
 from .._content import Content, Part
 from .._errors import ConfigurationError
 from .._events import Event
-from ..artifacts._base import ArtifactService
+from ..artifacts._base import ArtifactService, ArtifactVersion
 from ..models._base import FunctionDeclaration
 from ._base import BaseTool, ToolContext
 from ._child_pause import ChildPause
@@ -216,34 +217,47 @@ class _ForwardingArtifacts(ArtifactService):
         return service, ids
 
     async def save_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: Part,
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        return await self.tool_context.save_artifact(filename, artifact)
+        return await self.tool_context.save_artifact(filename, artifact, custom_metadata)
 
     async def load_artifact(
         self,
         *,
         app_name: str,
         user_id: str,
-        session_id: str,
         filename: str,
+        session_id: str | None = None,
         version: int | None = None,
     ) -> Part | None:
         return await self.tool_context.load_artifact(filename, version)
 
     async def list_artifact_keys(
-        self, *, app_name: str, user_id: str, session_id: str
+        self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
         return await self.tool_context.list_artifacts()
 
     async def delete_artifact(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> None:
         service, ids = self._parent()
         await service.delete_artifact(filename=filename, **ids)
 
     async def list_versions(
-        self, *, app_name: str, user_id: str, session_id: str, filename: str
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         service, ids = self._parent()
         return await service.list_versions(filename=filename, **ids)
+
+    async def list_artifact_versions(
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+    ) -> list[ArtifactVersion]:
+        service, ids = self._parent()
+        return await service.list_artifact_versions(filename=filename, **ids)
