@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
+import struct
 
 import h11
 import pytest
@@ -298,4 +300,24 @@ async def test_an_app_sending_more_than_its_length_sends_nothing_past_it(echo: A
             assert await wire.body() == b"0123456789"
         rest = wire.parser.trailing_data[0] + await wire.closed()
         assert b"smuggled" not in rest
+    await assert_serving(echo)
+
+
+# -- clients that reset their connection -----------------------------------------------------------
+
+
+async def reset_at_once(address: Address) -> None:
+    """Connect, then close with a TCP reset (``SO_LINGER`` 0) before the server can look at the
+    connection: by the time it does, the socket has no peer (``ENOTCONN``)."""
+    sock = trio.socket.socket()
+    await sock.connect(address)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+async def test_connections_reset_before_they_are_served_do_not_stop_the_server(
+    echo: Address,
+) -> None:
+    for _ in range(50):
+        await reset_at_once(echo)
     await assert_serving(echo)

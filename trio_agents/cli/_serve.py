@@ -125,12 +125,31 @@ async def _serve_then_stop(
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run ``server``; once it has shut down, end the signal watcher too."""
+    """Run ``server``; once it has shut down, end the signal watcher too.
+
+    An ``OSError`` before the server has started means it could not listen, and says so; one
+    after that is not about listening, and is raised as it is.
+    """
+    listening = _Listening(task_status)
     try:
-        await server(task_status=task_status)
+        await server(task_status=listening)
     except* OSError as group:
+        if listening.has_started:
+            raise
         raise _bind_error(group, address) from None
     nursery.cancel_scope.cancel(reason="the server stopped")
+
+
+class _Listening:
+    """A task status that remembers whether the server reported that it listens."""
+
+    def __init__(self, task_status: trio.TaskStatus[list[str]]) -> None:
+        self._task_status = task_status
+        self.has_started = False
+
+    def started(self, value: list[str]) -> None:
+        self.has_started = True
+        self._task_status.started(value)
 
 
 def _bind_error(group: BaseExceptionGroup[OSError], address: str) -> Exception:

@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -100,8 +100,8 @@ class HTTPConnection:
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=settings.max_header_bytes)
         self.peer_gone = False
         self._server = server
-        self._client = _address(stream.socket.getpeername())
-        self._local = _address(stream.socket.getsockname())
+        self._client = _address(stream.socket.getpeername)
+        self._local = _address(stream.socket.getsockname)
 
     @property
     def shutting_down(self) -> bool:
@@ -425,7 +425,14 @@ def _head_size(request: h11.Request) -> int:
     return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
 
 
-def _address(sockname: Any) -> tuple[str, int] | None:
+def _address(name_of: Callable[[], Any]) -> tuple[str, int] | None:
+    """``(host, port)`` of one end of a socket, or None. A client that reset its connection
+    before it was accepted has no address any more (``ENOTCONN``): its requests, if any, are
+    served without one."""
+    try:
+        sockname = name_of()
+    except OSError:
+        return None
     if isinstance(sockname, tuple) and len(sockname) >= 2:
         return (str(sockname[0]), int(sockname[1]))
     return None
