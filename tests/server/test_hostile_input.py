@@ -11,6 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -20,9 +21,10 @@ from tests.pg_cluster import ensure_cluster
 from tests.server.conftest import Start
 from tests.server.helpers import user_text, weather_agent
 from trio_agents import SerializationError
-from trio_agents.artifacts import FileArtifactService
+from trio_agents.artifacts import FileArtifactService, InMemoryArtifactService
 from trio_agents.memory import InMemoryMemoryService
 from trio_agents.server import create_app
+from trio_agents.server._http import MAX_NAME_CHARS
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
 from trio_agents.sessions._postgres import PostgresSessionService
 
@@ -281,6 +283,36 @@ async def test_a_session_id_with_a_slash_is_422(
     assert response.status_code == 422
     assert response.json()["detail"].startswith("sessionId:")
     assert (await client.get(url + S)).json() == []
+
+
+async def test_a_session_id_no_path_could_name_is_422_and_not_stored(
+    start_server: Start, client: httpx.AsyncClient, service: SessionService
+) -> None:
+    """An id longer than a request head could carry once percent-encoded would be stored, listed,
+    and never reachable again (431 on every route naming it)."""
+    url = await start_server(make_app(service))
+    response = await client.post(url + S, json={"sessionId": "é" * (MAX_NAME_CHARS + 1)})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("sessionId:")
+    assert (await client.get(url + S)).json() == []
+    longest = "é" * MAX_NAME_CHARS  # the longest allowed: every route still reaches it
+    assert (await client.post(url + S, json={"sessionId": longest})).status_code == 200
+    assert (await client.get(f"{url}{S}/{quote(longest)}")).json()["id"] == longest
+    assert (await client.delete(f"{url}{S}/{quote(longest)}")).status_code == 200
+
+
+@pytest.mark.parametrize("root", [None, "artifacts"])
+async def test_an_artifact_filename_no_path_could_name_is_422_and_not_stored(
+    start_server: Start, client: httpx.AsyncClient, tmp_path: Path, root: str | None
+) -> None:
+    artifacts = FileArtifactService(tmp_path / root) if root else InMemoryArtifactService()
+    url = await start_server(make_app(artifact_service=artifacts))
+    await client.post(url + S, json={"sessionId": "s1"})
+    body = {"filename": "x" * (MAX_NAME_CHARS + 1), "artifact": {"text": "x"}}
+    response = await client.post(url + S + "/s1/artifacts", json=body)
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("filename:")
+    assert (await client.get(url + S + "/s1/artifacts")).json() == []
 
 
 # -- restored histories (D9, D10) ------------------------------------------------------------------

@@ -155,6 +155,29 @@ async def _read_body(receive: Receive, limit: int) -> bytearray:
             return body
 
 
+MAX_NAME_CHARS = 1024
+"""The longest session id or artifact filename a request may create: percent-encoded (up to 12
+bytes a character), a longer one might not fit in a request head of the default 16 KiB, so no
+route could name it again."""
+
+
+def check_reachable(field: str, name: str) -> str:
+    """``name`` if a route's path can name it (no ``/``, at most :data:`MAX_NAME_CHARS`).
+
+    Raises:
+        HTTPError: 422 naming ``field``.
+    """
+    if "/" in name:
+        raise HTTPError(422, f"{field}: {name!r:.80} contains '/', which no route's path can reach")
+    if len(name) > MAX_NAME_CHARS:
+        raise HTTPError(
+            422,
+            f"{field}: {name[:40]!r}... is {len(name)} characters long, more than the "
+            f"{MAX_NAME_CHARS} a route's path can hold",
+        )
+    return name
+
+
 CLOSE = {"Connection": "close"}
 """Sent with refusals after which the rest of the request is not read."""
 

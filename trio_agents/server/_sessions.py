@@ -32,6 +32,7 @@ from ._http import (
     Fields,
     HTTPError,
     busy,
+    check_reachable,
     json_response,
     parse_record,
     read_json,
@@ -122,10 +123,8 @@ class SessionRoutes:
     async def _create(
         self, app_name: str, user_id: str, session_id: str | None, state: dict[str, Any] | None
     ) -> Session:
-        if session_id is not None and "/" in session_id:
-            raise HTTPError(
-                422, f"sessionId: {session_id!r:.80} contains '/', which no session route can reach"
-            )
+        if session_id is not None:
+            check_reachable("sessionId", session_id)
         try:
             return await self.core.session_service.create_session(
                 app_name=app_name, user_id=user_id, state=state, session_id=session_id
@@ -235,7 +234,7 @@ class SessionRoutes:
         """Save a version; 404 when the session does not exist (nothing is written then)."""
         ids = self._artifact_ids(request)
         fields = Fields(await read_json(request, self.body))
-        filename = str(fields.text("filename", required=True))
+        filename = check_reachable("filename", str(fields.text("filename", required=True)))
         part = fields.record("artifact", Part, required=True)
         assert part is not None
         fields.mapping("customMetadata")  # accepted for ADK clients; not stored
