@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import socket
 import struct
 
 import h11
 import pytest
 import trio
+import trio.testing
 
 from tests.server.wire import (
     HEALTH,
@@ -28,6 +30,7 @@ from tests.server.wire import (
     request,
     run_request,
     serving,
+    sessions_path,
 )
 
 KEEP_ALIVE = 0.5
@@ -321,3 +324,22 @@ async def test_connections_reset_before_they_are_served_do_not_stop_the_server(
     for _ in range(50):
         await reset_at_once(echo)
     await assert_serving(echo)
+
+
+@pytest.mark.parametrize("route", ["/run_sse", sessions_path("weather"), "/config/telemetry"])
+async def test_a_client_leaving_mid_body_is_no_app_failure(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture, route: str
+) -> None:
+    """Each of these once logged a traceback ("the app failed"): any client could flood the log."""
+    address = await serving(nursery, Api(dev_routes=True).app)
+    with caplog.at_level(logging.DEBUG, logger="trio_agents.server"):
+        for reset in (False, True):
+            async with Wire.open(address) as wire:
+                await wire.send(request("POST", route, "Content-Length: 100", body=b'{"a"'))
+                if reset:
+                    wire.stream.socket.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+            await trio.testing.wait_all_tasks_blocked()  # the server has seen the client leave
+        await assert_serving(address)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

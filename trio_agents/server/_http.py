@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -116,7 +116,8 @@ async def read_json(request: Request, limits: BodyLimits) -> Any:
     Raises:
         HTTPError: 413 when the body is longer than ``limits.max_bytes`` (announced or sent), 408
             (and the connection is closed) when it has not arrived whole within
-            ``limits.read_seconds``, 400 when it is not JSON, or holds
+            ``limits.read_seconds``, 400 when the client left before sending it whole
+            (the answer goes nowhere; nothing is logged as a failure), when it is not JSON, or holds
             a value no store could keep (a lone surrogate, nesting deeper than
             :data:`~trio_agents._serde.MAX_DEPTH`); the detail names where.
     """
@@ -146,8 +147,8 @@ async def _read_body(receive: Receive, limit: int) -> bytearray:
     body = bytearray()
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
+        if message["type"] == "http.disconnect":  # a client leaving is no failure of the app
+            raise HTTPError(400, "the client left before sending the whole body", headers=CLOSE)
         body += message.get("body", b"")
         if len(body) > limit:
             raise _too_large(limit)
