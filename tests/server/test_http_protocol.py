@@ -12,6 +12,7 @@ import functools
 import itertools
 import re
 from typing import Any
+from urllib.parse import unquote
 
 import h11
 import pytest
@@ -407,6 +408,32 @@ async def test_a_percent_encoded_session_id_is_decoded(nursery: trio.Nursery) ->
         await wire.send(request("POST", path, body=b"{}"), request("GET", path))
         assert (await wire.response("POST")).json()["id"] == "a bé"
         assert (await wire.response()).json()["id"] == "a bé"
+
+
+@pytest.mark.parametrize("segment", ["%FF", "%FE", "%ED%A0%80", "%C0%AF", "caf%E9"])
+async def test_an_id_whose_percent_encoding_is_not_utf_8_is_400_and_reaches_no_session(
+    nursery: trio.Nursery, segment: str
+) -> None:
+    """Decoded leniently, every such id would be the replacement character: ``%FF`` and ``%FE``
+    (or a lone surrogate's bytes) would name one and the same user or session."""
+    api = Api()
+    address = await serving(nursery, api.app)
+    lenient = unquote(segment)  # what the id was taken to be
+    await api.service.create_session(app_name="weather", user_id="u1", session_id=lenient)
+    async with Wire.open(address) as wire:
+        await wire.send(request("GET", sessions_path("weather") + "/" + segment))
+        reply = await wire.response()
+    assert reply.status == 400
+    assert reply.json()["detail"].startswith("path: its percent-encoded bytes are not UTF-8")
+    await new_session_reachable(address)
+
+
+async def new_session_reachable(address: Address) -> None:
+    """A valid percent-encoded id still names its session."""
+    async with Wire.open(address) as wire:
+        await new_session(wire, "weather", "caf\u00e9")
+        await wire.send(request("GET", sessions_path("weather") + "/caf%C3%A9"))
+        assert (await wire.response()).json()["id"] == "caf\u00e9"
 
 
 @pytest.mark.parametrize(

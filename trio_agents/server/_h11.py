@@ -245,9 +245,18 @@ class Exchange:
         self._head_only = request.method == b"HEAD"
 
     async def run(self) -> None:
-        """Call the app; answer 500 (or 400 for an unreadable body) if it did not answer."""
+        """Call the app; answer 500 (or 400 for an unreadable body) if it did not answer.
+
+        A path whose percent-encoded bytes are not UTF-8 is answered 400 without calling the app:
+        decoded leniently, ``%FF`` and ``%FE`` would both name the id ``"\ufffd"``.
+        """
         try:
-            await self._conn.settings.app(self._scope(), self.receive, self.send)
+            scope = self._scope()
+        except UnicodeDecodeError as error:
+            await self._answer(400, f"path: its percent-encoded bytes are not UTF-8 ({error})")
+            return
+        try:
+            await self._conn.settings.app(scope, self.receive, self.send)
         except Exception:
             log.exception("the app failed on %s %s", self._method(), self._target())
         if self.status is None:
@@ -381,11 +390,20 @@ class Exchange:
             status, detail = 400, f"bad request body: {self._bad_body}"
         else:
             status, detail = 500, "Internal Server Error"
+        await self._answer(status, detail)
+
+    async def _answer(self, status: int, detail: str) -> None:
+        """Answer ``{"detail": detail}`` with ``status``, then close the connection."""
         headers, body = _closing_error(detail)
         await self._start(status, headers)
         await self._send_body(body, False)
 
     def _scope(self) -> dict[str, Any]:
+        """The ASGI scope of the request.
+
+        Raises:
+            UnicodeDecodeError: the path's percent-encoded bytes are not UTF-8.
+        """
         request, conn = self._request, self._conn
         raw_path, _, query = request.target.partition(b"?")
         return {
@@ -394,7 +412,7 @@ class Exchange:
             "http_version": request.http_version.decode("ascii"),
             "method": self._method(),
             "scheme": "http",
-            "path": unquote(raw_path.decode("ascii")),
+            "path": unquote(raw_path.decode("ascii"), errors="strict"),
             "raw_path": raw_path,
             "query_string": query,
             "root_path": "",
