@@ -186,11 +186,9 @@ async def test_an_os_error_after_the_server_listens_is_not_called_a_listen_failu
         task_status.started(["http://127.0.0.1:1"])
         raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
 
-    with pytest.raises(ExceptionGroup) as raised:
+    with pytest.RaisesGroup(pytest.RaisesGroup(ConnectionResetError)):  # not ConfigurationError
         async with trio.open_nursery() as nursery:
             await nursery.start(_serve_then_stop, server, nursery, "127.0.0.1:1")
-    assert raised.group_contains(ConnectionResetError)
-    assert not raised.group_contains(ConfigurationError)
 
 
 async def test_an_os_error_before_the_server_listens_says_where_it_cannot_listen() -> None:

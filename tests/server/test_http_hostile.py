@@ -12,12 +12,14 @@ import itertools
 import logging
 import socket
 import struct
+from collections.abc import AsyncIterator
 
 import h11
 import pytest
 import trio
 import trio.testing
 
+from tests.server.helpers import user_text
 from tests.server.wire import (
     HEALTH,
     Address,
@@ -25,6 +27,7 @@ from tests.server.wire import (
     Echo,
     Wire,
     chunked,
+    json_body,
     new_session,
     read_to_close,
     request,
@@ -343,3 +346,51 @@ async def test_a_client_leaving_mid_body_is_no_app_failure(
             await trio.testing.wait_all_tasks_blocked()  # the server has seen the client leave
         await assert_serving(address)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# -- clients that stop reading ---------------------------------------------------------------------
+
+SEND_TIMEOUT = 0.5
+
+
+@contextlib.asynccontextmanager
+async def small_window(address: Address) -> AsyncIterator[Wire]:
+    """A connection whose receive buffer is small from the start, so an answer of megabytes
+    cannot all sit in the kernel's buffers while the client reads nothing."""
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(address)
+    async with trio.SocketStream(sock) as stream:
+        yield Wire(stream)
+
+
+async def stop_reading() -> None:
+    """Read nothing for the send timeout and a margin (while the server fills the buffers)."""
+    await trio.sleep(SEND_TIMEOUT + MARGIN)
+
+
+async def test_a_client_that_stops_reading_an_answer_is_cut_off(nursery: trio.Nursery) -> None:
+    """Without a send timeout it held its connection (and the answer in memory) for ever."""
+    address = await serving(nursery, Echo(), send_timeout=SEND_TIMEOUT)
+    async with small_window(address) as wire:
+        await wire.send(request("GET", "/large"))
+        await stop_reading()
+        received = await wire.closed()  # what the buffers held, then the end
+    assert 0 < len(received) < sum(map(len, Echo.LARGE))
+    await assert_serving(address)
+
+
+async def test_a_follower_that_stops_reading_is_cut_off(nursery: trio.Nursery) -> None:
+    api = Api()
+    address = await serving(nursery, api.app, send_timeout=SEND_TIMEOUT)
+    text = user_text("x" * 100_000)
+    history = json_body({"sessionId": "s1", "events": [{"author": "user", "content": text}] * 80})
+    async with small_window(address) as wire:
+        await wire.send(request("POST", sessions_path("weather"), body=history))
+        assert (await wire.response("POST")).status == 200
+        await wire.send(request("GET", sessions_path("weather") + "/s1/events"))
+        await stop_reading()
+        received = await wire.closed()
+    assert b"HTTP/1.1 200" in received
+    assert b"event: done" not in received  # cut off before its terminal frame
+    await assert_serving(address)

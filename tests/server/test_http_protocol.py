@@ -640,7 +640,13 @@ async def test_started_gives_a_bracketed_url_for_ipv6(nursery: trio.Nursery) -> 
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("backlog", 0), ("backlog", -1), ("keep_alive_timeout", 0), ("max_header_bytes", 0)],
+    [
+        ("backlog", 0),
+        ("backlog", -1),
+        ("keep_alive_timeout", 0),
+        ("max_header_bytes", 0),
+        ("send_timeout", 0),
+    ],
 )
 async def test_bad_options_are_configuration_errors(option: str, value: int) -> None:
     with pytest.raises(ConfigurationError, match=option):

@@ -27,6 +27,7 @@ from ..server import (
     DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_DETACHED_RUNS,
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_SEND_TIMEOUT,
     UI_PATH,
     UI_PUBLIC_PATHS,
     adk_ui_routes,
@@ -53,6 +54,7 @@ class ServeOptions:
     graceful_timeout: float = 5.0
     backlog: int = DEFAULT_BACKLOG
     keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT
+    send_timeout: float = DEFAULT_SEND_TIMEOUT
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
@@ -82,6 +84,7 @@ async def serve_apps(
             graceful_timeout=options.graceful_timeout,
             backlog=options.backlog,
             keep_alive_timeout=options.keep_alive_timeout,
+            send_timeout=options.send_timeout,
             max_header_bytes=options.max_header_bytes,
         )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -14,6 +14,7 @@ import email.utils
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
@@ -28,6 +29,9 @@ __all__ = ["LINGER", "RECEIVE_SIZE", "UNREAD_BODY_BYTES"]  # the classes serve()
 
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""
+
+SEND_PIECE = 65536
+"""Bytes of an answer sent at a time: each must be accepted within ``send_timeout``."""
 
 KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
@@ -59,6 +63,9 @@ class ConnectionSettings:
     keep_alive_timeout: float
     max_header_bytes: int
     access_log: bool
+    send_timeout: float = math.inf
+    """Seconds a client may take to accept each :data:`SEND_PIECE` of an answer (it reads
+    nothing meanwhile); past it, the connection is closed as if the client had left."""
 
 
 class ServerState:
@@ -133,16 +140,32 @@ class HTTPConnection:
             self.h11.receive_data(data)
 
     async def write(self, data: bytes) -> None:
-        """Send ``data``; a client that has left makes it a no-op (and is noted)."""
+        """Send ``data``; a client that has left makes it a no-op (and is noted).
+
+        A client that accepts no piece of ``data`` within ``send_timeout`` is taken to have left:
+        a client that stops reading would otherwise hold the connection, its task and what the
+        answer keeps in memory for as long as it likes.
+        """
         if self.peer_gone or not data:
             return
         try:
-            await self.stream.send_all(data)
+            for piece in _pieces(data):
+                with trio.move_on_after(self.settings.send_timeout) as sending:
+                    await self.stream.send_all(piece)
+                if sending.cancelled_caught:
+                    await self._stalled()
+                    return
         except STREAM_CLOSED:
             self.peer_gone = True
         except trio.Cancelled:  # part of ``data`` may be sent: the connection cannot go on
             self.peer_gone = True
             raise
+
+    async def _stalled(self) -> None:
+        """Close the connection of a client that stopped reading. Closing also wakes a task
+        waiting on the socket for the client to leave: it learns that it has."""
+        self.peer_gone = True
+        await self.stream.aclose()
 
     async def _serve_one(self) -> bool:
         request = await self._next_request()
@@ -441,6 +464,16 @@ def _head_size(request: h11.Request) -> int:
     """The bytes of ``request``'s head as sent (give or take the spaces around values)."""
     line = len(request.method) + len(request.target) + len(b"  HTTP/1.1\r\n")
     return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
+
+
+def _pieces(data: bytes) -> Iterator[bytes | memoryview]:
+    """``data`` in pieces of at most :data:`SEND_PIECE` bytes (itself, most of the time)."""
+    if len(data) <= SEND_PIECE:
+        yield data
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), SEND_PIECE):
+        yield view[start : start + SEND_PIECE]
 
 
 def _address(name_of: Callable[[], Any]) -> tuple[str, int] | None:
