@@ -403,6 +403,35 @@ async def test_cors_preflight_and_simple_requests(
     assert "access-control-allow-origin" not in other.headers
 
 
+PRIVATE_NETWORK = {"Access-Control-Request-Private-Network": "true"}
+
+
+@pytest.mark.parametrize(
+    ("origin", "extra", "detail"),
+    [
+        ("http://evil.example", {}, "Disallowed CORS origin"),
+        ("http://ui.example", PRIVATE_NETWORK, "Disallowed CORS private-network"),
+        ("null", PRIVATE_NETWORK, "Disallowed CORS origin, private-network"),
+    ],
+)
+async def test_a_refused_cors_preflight_is_json_naming_what_is_disallowed(
+    start_server: Start,
+    client: httpx.AsyncClient,
+    origin: str,
+    extra: dict[str, str],
+    detail: str,
+) -> None:
+    """Every other refusal is ``{"detail": ...}``; this one was plain text."""
+    url = await start_server(make_app(cors_origins=["http://ui.example"]))
+    cors = {"Origin": origin, "Access-Control-Request-Method": "POST", **extra}
+    refused = await client.options(url + "/run_sse", headers=cors)
+    assert refused.status_code == 400
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.json() == {"detail": detail}
+    allowed = refused.headers.get("access-control-allow-origin")
+    assert allowed == (None if "origin" in detail else origin)
+
+
 async def test_no_cors_headers_without_cors_origins(url: str, client: httpx.AsyncClient) -> None:
     response = await client.get(url + "/list-apps", headers={"Origin": "http://ui.example"})
     assert "access-control-allow-origin" not in response.headers

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -332,6 +333,22 @@ def _event_json(event: Any, paths: Mapping[str, str] | None) -> dict[str, Any]:
     if path:
         data["nodeInfo"] = {"path": path}
     return data
+
+
+class JsonCors(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered as every other refusal:
+    ``{"detail": "Disallowed CORS origin"}`` (it is plain text there)."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        detail = bytes(response.body).decode()
+        kept = {k: v for k, v in response.headers.items() if k not in _BODY_HEADERS}
+        return error_response(HTTPError(response.status_code, detail, headers=kept))
+
+
+_BODY_HEADERS = frozenset({"content-length", "content-type"})
 
 
 class RefuseNul:
