@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import hmac
+import itertools
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -213,6 +214,11 @@ def near_miss(key: str, names: Collection[str]) -> str | None:
 NEAR_MISS = 0.8
 """How close (difflib's ratio) an unknown key must be to a field's name to count as a typo."""
 
+MAX_KEYS_COMPARED = 64
+"""Unknown keys of a body compared with the fields' names at most. Each comparison costs difflib
+tens of microseconds, on the server's one thread: the million keys a body under the size limit
+can hold would stall every request for a minute."""
+
 
 class Fields:
     """Typed reads of a JSON object body. Names are camelCase; snake_case keys are accepted too.
@@ -239,7 +245,8 @@ class Fields:
     def required(self, name: str) -> Any:
         value = self.get(name)
         if value is None:
-            misspelt = [key for key in self.data if near_miss(key, [name]) == name]
+            unknown = self._unknown({name, _snake(name)})
+            misspelt = [key for key in unknown if near_miss(key, [name]) == name]
             hint = f" (the body has {misspelt[0]!r}: did you mean {name!r}?)" if misspelt else ""
             raise HTTPError(422, f"{name}: field required{hint}")
         return value
@@ -251,12 +258,14 @@ class Fields:
             HTTPError: 422 naming the unknown key and the field it is close to.
         """
         known = self.names | {_snake(name) for name in self.names} | set(ignored)
-        for key in self.data:
-            if key in known:
-                continue
+        for key in self._unknown(known):
             meant = near_miss(key, self.names)
             if meant is not None:
                 raise HTTPError(422, f"{key}: unknown field; did you mean {meant!r}?")
+
+    def _unknown(self, known: Collection[str]) -> Iterator[str]:
+        """The body's first :data:`MAX_KEYS_COMPARED` keys not in ``known``."""
+        return itertools.islice((k for k in self.data if k not in known), MAX_KEYS_COMPARED)
 
     def identifier(self, name: str, *, required: bool = False) -> str | None:
         """A string naming an app, user or session: no NUL character (no store keeps one)."""
