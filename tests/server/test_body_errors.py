@@ -14,8 +14,7 @@ from hypothesis import given, strategies as st
 
 from tests.server.conftest import Start
 from tests.server.helpers import weather_agent
-from trio_agents.server import create_app
-from trio_agents.server import _http
+from trio_agents.server import _http, create_app
 from trio_agents.server._http import MAX_KEYS_COMPARED, near_miss
 from trio_agents.sessions import InMemorySessionService
 
