@@ -25,6 +25,7 @@ from trio_agents.artifacts import FileArtifactService, InMemoryArtifactService
 from trio_agents.memory import InMemoryMemoryService
 from trio_agents.server import create_app
 from trio_agents.server._http import MAX_NAME_CHARS
+from trio_agents.server._sessions import MAX_RESTORED_EVENTS
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
 from trio_agents.sessions._postgres import PostgresSessionService
 
@@ -422,3 +423,21 @@ async def test_nul_characters_in_ids_are_refused(
     assert response.status_code == status
     assert response.json()["detail"].startswith(detail)
     await assert_app_reads_back(client, url)
+
+
+async def test_a_history_of_more_events_than_a_session_may_be_created_with_is_422(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    """Checked, stored and answered on the server's one thread, 200,000 events of a 4 MB body
+    stalled every other request for seconds."""
+    url = await start_server(make_app())
+    events = [{"author": "user"}] * (MAX_RESTORED_EVENTS + 1)
+    response = await client.post(url + S, json={"sessionId": "e1", "events": events})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        f"events: {MAX_RESTORED_EVENTS + 1} events, more than the {MAX_RESTORED_EVENTS} "
+        "a session may be created with"
+    )
+    assert (await client.get(url + S)).json() == []
+    created = await client.post(url + S, json={"sessionId": "e1", "events": events[1:]})
+    assert len(created.json()["events"]) == MAX_RESTORED_EVENTS

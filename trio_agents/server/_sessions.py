@@ -345,8 +345,20 @@ def artifact_uri(
     )
 
 
+MAX_RESTORED_EVENTS = 10_000
+"""Events a session may be created with at most. Each costs the server's one thread about
+0.1 ms to check, store and answer: the 800,000 a body under the size limit can hold would stall
+every request for more than a minute."""
+
+
 def _restored_events(items: list[Any]) -> list[Event]:
     """The events of a restored history, each checked, their ids distinct (else 400/422)."""
+    if len(items) > MAX_RESTORED_EVENTS:
+        raise HTTPError(
+            422,
+            f"events: {len(items)} events, more than the {MAX_RESTORED_EVENTS} a session may "
+            "be created with",
+        )
     events = [_restored_event(item, index) for index, item in enumerate(items)]
     seen: dict[str, int] = {}
     for index, event in enumerate(events):
