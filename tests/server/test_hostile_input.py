@@ -441,3 +441,42 @@ async def test_a_history_of_more_events_than_a_session_may_be_created_with_is_42
     assert (await client.get(url + S)).json() == []
     created = await client.post(url + S, json={"sessionId": "e1", "events": events[1:]})
     assert len(created.json()["events"]) == MAX_RESTORED_EVENTS
+
+
+class GatedSaves(InMemoryArtifactService):
+    """Saves wait for ``gate`` (``saving`` is set once one waits): a deletion gets in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saving = trio.Event()
+        self.gate = trio.Event()
+
+    async def save_artifact(self, **ids: Any) -> int:
+        self.saving.set()
+        await self.gate.wait()
+        return await super().save_artifact(**ids)
+
+
+@pytest.mark.parametrize(("filename", "kept"), [("a.txt", []), ("user:a.txt", ["user:a.txt"])])
+async def test_a_session_deleted_while_an_artifact_is_saved_leaves_it_to_no_session(
+    start_server: Start, client: httpx.AsyncClient, filename: str, kept: list[str]
+) -> None:
+    """The save had checked the session before the deletion and wrote after it: a new session
+    of the same id inherited the file (one in about ten such races over HTTP)."""
+    artifacts = GatedSaves()
+    url = await start_server(make_app(artifact_service=artifacts))
+    await client.post(url + S, json={"sessionId": "s1"})
+    saved: list[httpx.Response] = []
+
+    async def save() -> None:
+        body = {"filename": filename, "artifact": {"text": "x"}}
+        saved.append(await client.post(url + S + "/s1/artifacts", json=body))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(save)
+        await artifacts.saving.wait()
+        assert (await client.delete(url + S + "/s1")).status_code == 200
+        artifacts.gate.set()
+    assert saved[0].status_code == (200 if kept else 404)
+    await client.post(url + S, json={"sessionId": "s1"})
+    assert (await client.get(url + S + "/s1/artifacts")).json() == kept

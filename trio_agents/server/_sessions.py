@@ -231,7 +231,9 @@ class SessionRoutes:
         }
 
     async def save_artifact(self, request: Request) -> Response:
-        """Save a version; 404 when the session does not exist (nothing is written then)."""
+        """Save a version; 404 when the session does not exist (nothing is written then), or
+        was deleted while the version was written (the session's file is removed then, as the
+        deletion would have removed it)."""
         ids = self._artifact_ids(request)
         fields = Fields(await read_json(request, self.body))
         filename = check_reachable("filename", str(fields.text("filename", required=True)))
@@ -243,15 +245,14 @@ class SessionRoutes:
             check_filename(filename)
         except ConfigurationError as exc:
             raise HTTPError(400, f"filename: {exc}") from exc
-        found = await self.core.session_service.get_session(
-            **ids, config=GetSessionConfig(num_recent_events=0)
-        )
-        if found is None:
+        if not await self._session_exists(ids):
             raise HTTPError(404, "Session not found")
+        artifacts = self.core.artifact_service
         with _artifact_errors("filename"):
-            version = await self.core.artifact_service.save_artifact(
-                **ids, filename=filename, artifact=part
-            )
+            version = await artifacts.save_artifact(**ids, filename=filename, artifact=part)
+        if not filename.startswith(USER_PREFIX) and not await self._session_exists(ids):
+            await artifacts.delete_artifact(**ids, filename=filename)  # else a new session of
+            raise HTTPError(404, "Session not found")  # the same id would inherit it
         mime = (
             part.inline_data.mime_type if part.inline_data else "text/plain" if part.text else None
         )
@@ -264,6 +265,12 @@ class SessionRoutes:
         if mime:
             body["mimeType"] = mime
         return json_response(body)
+
+    async def _session_exists(self, ids: dict[str, str]) -> bool:
+        found = await self.core.session_service.get_session(
+            **ids, config=GetSessionConfig(num_recent_events=0)
+        )
+        return found is not None
 
     async def list_artifacts(self, request: Request) -> Response:
         ids = self._artifact_ids(request)
