@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
+import struct
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import trio
 
+from trio_agents._errors import ConfigurationError
 from trio_agents._main import main
+from trio_agents.cli._serve import _serve_then_stop
 
 from .serving import APPS, served
 
@@ -157,3 +163,38 @@ def test_without_the_server_extra_the_commands_say_what_to_install(
     monkeypatch.setitem(sys.modules, "trio_agents.cli._serve", None)  # import fails
     assert main(["web", APPS]) == 1
     assert "needs the 'server' extra" in capsys.readouterr().err
+
+
+def test_clients_resetting_their_connections_do_not_stop_the_api_server() -> None:
+    """A connection reset before the server looks at it (``ENOTCONN`` on its peer's address)
+    once took the whole server down, reported as "cannot listen"."""
+    with served("api-server", APPS) as server:
+        address = httpx.URL(server.url)
+        for _ in range(50):
+            sock = socket.create_connection((address.host, address.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as http:
+            assert http.get("/health").json() == {"status": "ok"}
+        assert server.stop() == 0
+    assert "cannot listen" not in server.output
+    assert "Traceback" not in server.output
+
+
+async def test_an_os_error_after_the_server_listens_is_not_called_a_listen_failure() -> None:
+    async def server(*, task_status: trio.TaskStatus[list[str]]) -> None:
+        task_status.started(["http://127.0.0.1:1"])
+        raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+
+    with pytest.RaisesGroup(pytest.RaisesGroup(ConnectionResetError)):  # not ConfigurationError
+        async with trio.open_nursery() as nursery:
+            await nursery.start(_serve_then_stop, server, nursery, "127.0.0.1:1")
+
+
+async def test_an_os_error_before_the_server_listens_says_where_it_cannot_listen() -> None:
+    async def server(*, task_status: trio.TaskStatus[list[str]]) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(ConfigurationError, match=r"cannot listen on 127.0.0.1:80: Perm"):
+            await nursery.start(_serve_then_stop, server, nursery, "127.0.0.1:80")

@@ -12,6 +12,7 @@ import pytest
 
 from tests.server.conftest import Start
 from tests.server.helpers import weather_agent
+from trio_agents.artifacts import InMemoryArtifactService
 from trio_agents.memory import InMemoryMemoryService
 from trio_agents.server import create_app
 from trio_agents.sessions import InMemorySessionService, SqliteSessionService
@@ -172,6 +173,23 @@ async def test_artifact_round_trip_s_api_7(url: str, client: httpx.AsyncClient) 
     deleted = await client.delete(arts + "/a.txt")
     assert deleted.status_code == 200
     assert (await client.get(arts)).json() == []
+
+
+async def test_artifact_custom_metadata_is_kept_with_its_version(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    """``customMetadata`` is stored with the version (and answered), as google-adk's server."""
+    artifacts = InMemoryArtifactService()
+    url = await start_server(make_app(artifact_service=artifacts))
+    await client.post(url + S, json={"sessionId": "s1"})
+    body = {"filename": "a.txt", "artifact": {"text": "x"}, "customMetadata": {"tag": [1, "t"]}}
+    saved = await client.post(f"{url}{S}/s1/artifacts", json=body)
+    assert saved.status_code == 200
+    assert saved.json()["customMetadata"] == {"tag": [1, "t"]}
+    kept = await artifacts.get_artifact_version(
+        app_name="myapp", user_id="u1", session_id="s1", filename="a.txt", version=0
+    )
+    assert kept is not None and dict(kept.custom_metadata) == {"tag": [1, "t"]}
 
 
 async def test_artifact_versions_and_missing_ones(url: str, client: httpx.AsyncClient) -> None:
@@ -401,6 +419,35 @@ async def test_cors_preflight_and_simple_requests(
     )
     assert other.status_code == 400
     assert "access-control-allow-origin" not in other.headers
+
+
+PRIVATE_NETWORK = {"Access-Control-Request-Private-Network": "true"}
+
+
+@pytest.mark.parametrize(
+    ("origin", "extra", "detail"),
+    [
+        ("http://evil.example", {}, "Disallowed CORS origin"),
+        ("http://ui.example", PRIVATE_NETWORK, "Disallowed CORS private-network"),
+        ("null", PRIVATE_NETWORK, "Disallowed CORS origin, private-network"),
+    ],
+)
+async def test_a_refused_cors_preflight_is_json_naming_what_is_disallowed(
+    start_server: Start,
+    client: httpx.AsyncClient,
+    origin: str,
+    extra: dict[str, str],
+    detail: str,
+) -> None:
+    """Every other refusal is ``{"detail": ...}``; this one was plain text."""
+    url = await start_server(make_app(cors_origins=["http://ui.example"]))
+    cors = {"Origin": origin, "Access-Control-Request-Method": "POST", **extra}
+    refused = await client.options(url + "/run_sse", headers=cors)
+    assert refused.status_code == 400
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.json() == {"detail": detail}
+    allowed = refused.headers.get("access-control-allow-origin")
+    assert allowed == (None if "origin" in detail else origin)
 
 
 async def test_no_cors_headers_without_cors_origins(url: str, client: httpx.AsyncClient) -> None:

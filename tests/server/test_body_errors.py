@@ -14,8 +14,8 @@ from hypothesis import given, strategies as st
 
 from tests.server.conftest import Start
 from tests.server.helpers import weather_agent
-from trio_agents.server import create_app
-from trio_agents.server._http import near_miss
+from trio_agents.server import _http, create_app
+from trio_agents.server._http import MAX_KEYS_COMPARED, near_miss
 from trio_agents.sessions import InMemorySessionService
 
 S = "/apps/myapp/users/u1/sessions"
@@ -138,3 +138,29 @@ def test_dropping_one_letter_of_a_long_name_is_a_near_miss_of_it(
 ) -> None:
     index = data.draw(st.integers(0, len(name) - 1))
     assert near_miss(name[:index] + name[index + 1 :], FIELDS) == name
+
+
+@pytest.mark.parametrize("missing", [False, True])
+async def test_a_body_of_many_unknown_keys_compares_a_bounded_number_of_them(
+    url: str, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, missing: bool
+) -> None:
+    """Each key was compared with the fields' names: a body of a million keys (14 MB, under
+    the size limit) held the server's only thread for a minute."""
+    compared: list[str] = []
+
+    def counting(key: str, names: Any) -> str | None:
+        compared.append(key)
+        return near_miss(key, names)
+
+    monkeypatch.setattr(_http, "near_miss", counting)
+    keys = {f"sesionld{i}": 0 for i in range(20_000)}  # each looks like a misspelt sessionId
+    body = {**RUN, "newMessage": MESSAGE, **keys}
+    if missing:
+        del body["sessionId"]
+    response = await client.post(url + "/run", json=body)
+    if missing:
+        assert response.status_code == 422
+        assert response.json()["detail"].startswith("sessionId: field required")
+    else:
+        assert response.status_code == 200
+    assert 0 < len(compared) <= MAX_KEYS_COMPARED

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any, cast
 
+import httpx
 import pytest
 import trio
 import trio.lowlevel
@@ -14,8 +15,11 @@ from hypothesis import given, settings, strategies as st
 from trio.testing import MockClock
 
 from tests.pg_cluster import ensure_cluster
-from trio_agents import Event
+from tests.server.conftest import Start
+from tests.server.helpers import Gated, SseReader, user_text
+from trio_agents import Event, FunctionCall
 from trio_agents.artifacts import InMemoryArtifactService
+from trio_agents.server import create_app
 from trio_agents.server._cluster import (
     CANCEL_REASON,
     MAX_MESSAGE,
@@ -152,17 +156,66 @@ async def test_a_cancel_that_arrives_before_its_run_registers_cancels_it(dsn: st
         assert run.cancelled == [CANCEL_REASON] * 2
 
 
+def end_message(key: tuple[str, str, str], terminal: Frame) -> str:
+    text = _end_message(key, terminal)
+    assert text is not None
+    assert len(text.encode()) <= MAX_MESSAGE
+    return text
+
+
 def test_an_end_message_fits_a_notification_and_keeps_the_terminal_kind() -> None:
     error = RuntimeError("x" * 50_000)
-    message = json.loads(_end_message(KEY, terminal_frame("error", "e-1", error)))
-    assert len(_end_message(KEY, terminal_frame("error", "e-1", error)).encode()) <= MAX_MESSAGE
+    message = json.loads(end_message(KEY, terminal_frame("error", "e-1", error)))
     assert message["kind"] == "error" and message["key"] == list(KEY)
     data = json.loads(message["data"])
     assert data["invocationId"] == "e-1"
     assert data["error"].startswith("RuntimeError: xxx")
     assert data["errorDetails"]["type"] == "RuntimeError"
-    short = json.loads(_end_message(KEY, terminal_frame("cancelled", "e-2")))
+    short = json.loads(end_message(KEY, terminal_frame("cancelled", "e-2")))
     assert short["data"] == terminal_frame("cancelled", "e-2").data
+
+
+LONG_USER = "u" * 12_000
+"""A user id a request head of the default limit holds, but longer than a notification may be."""
+
+
+def test_a_message_about_a_session_with_a_long_key_names_it_by_digest() -> None:
+    message = json.loads(end_message(("app", LONG_USER, "s"), terminal_frame("done", "e-1")))
+    assert "key" not in message and len(message["keyDigest"]) == 64
+    assert message["data"] == terminal_frame("done", "e-1").data
+
+
+def test_a_paused_end_too_long_keeps_the_ids_and_names_of_the_calls_it_waits_for() -> None:
+    calls = [FunctionCall(name="approve", args={"memo": "m" * 10_000}, id="c-1")]
+    message = json.loads(end_message(KEY, terminal_frame("done", "e-1", waiting_for=calls)))
+    assert json.loads(message["data"]) == {
+        "invocationId": "e-1",
+        "paused": True,
+        "waitingFor": [{"id": "c-1", "name": "approve"}],
+    }
+
+
+async def test_a_run_of_a_session_with_a_long_key_is_cancelled_from_another_server(
+    dsn: str, start_server: Start, client: httpx.AsyncClient
+) -> None:
+    """Sent whole, the cancel was longer than PostgreSQL lets a notification be: the cancel
+    route answered 500, and the announcements sent along with it were lost."""
+    async with PostgresSessionService(dsn) as one, PostgresSessionService(dsn) as two:
+        here, there = [
+            await start_server(create_app({"gated": Gated(name="gated")}, session_service=s))
+            for s in (one, two)
+        ]
+        sessions = f"/apps/gated/users/{LONG_USER}/sessions"
+        assert (await client.post(here + sessions, json={"sessionId": "s"})).status_code == 200
+        run = {"appName": "gated", "userId": LONG_USER, "sessionId": "s"}
+        body = {**run, "newMessage": user_text("hi")}
+        async with client.stream("POST", there + "/run_sse", json=body) as running:
+            frames = SseReader(running)
+            invocation_id = (await frames.next()).data["invocationId"]
+            cancel = f"{here}{sessions}/s/invocations/{invocation_id}/cancel"
+            assert (await client.post(cancel)).status_code == 202
+            rest = await frames.rest()
+    assert [frame.event for frame in rest] == [None, "cancelled"]  # the call's closing answer
 
 
 async def test_a_server_alone_sees_no_run_elsewhere(dsn: str) -> None:

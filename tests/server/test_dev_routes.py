@@ -186,6 +186,37 @@ async def test_an_event_s_trace_is_its_span_s_attributes(
     assert (await client.get(url + DEV + "/debug/trace/session/other")).json() == []
 
 
+async def test_sessions_of_one_id_in_two_apps_keep_their_traces_apart(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    """Spans were kept by session id alone: one app's trace view showed the other app's spans,
+    prompts included (session ids such as ``s1`` are chosen by clients, so they collide)."""
+    agents = {"weather": weather_agent(), "other": weather_agent()}
+    url = await start_server(
+        create_app(agents, session_service=InMemorySessionService(), dev_routes=True)
+    )
+    ids: dict[str, str] = {}
+    for app in agents:
+        await client.post(f"{url}/apps/{app}/users/{app}-user/sessions", json={"sessionId": "s1"})
+        body = {
+            "appName": app,
+            "userId": f"{app}-user",
+            "sessionId": "s1",
+            "newMessage": {"role": "user", "parts": [{"text": f"weather for {app}?"}]},
+        }
+        events = (await client.post(url + "/run", json=body)).json()
+        ids[app] = events[1]["id"]
+    for app, other in (("weather", "other"), ("other", "weather")):
+        spans = (await client.get(f"{url}/dev/apps/{app}/debug/trace/session/s1")).json()
+        assert len(spans) == 4
+        assert f"weather for {app}?" in json.dumps(spans)
+        assert f"weather for {other}?" not in json.dumps(spans)
+        mine = await client.get(f"{url}/dev/apps/{app}/debug/trace/{ids[app]}")
+        assert mine.status_code == 200
+        theirs = await client.get(f"{url}/dev/apps/{app}/debug/trace/{ids[other]}")
+        assert theirs.status_code == 404
+
+
 async def test_events_over_http_carry_their_author_s_node_path(
     url: str, client: httpx.AsyncClient
 ) -> None:

@@ -11,6 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -20,9 +21,11 @@ from tests.pg_cluster import ensure_cluster
 from tests.server.conftest import Start
 from tests.server.helpers import user_text, weather_agent
 from trio_agents import SerializationError
-from trio_agents.artifacts import FileArtifactService
+from trio_agents.artifacts import FileArtifactService, InMemoryArtifactService
 from trio_agents.memory import InMemoryMemoryService
 from trio_agents.server import create_app
+from trio_agents.server._http import MAX_NAME_CHARS
+from trio_agents.server._sessions import MAX_RESTORED_EVENTS
 from trio_agents.sessions import InMemorySessionService, SessionService, SqliteSessionService
 from trio_agents.sessions._postgres import PostgresSessionService
 
@@ -283,6 +286,36 @@ async def test_a_session_id_with_a_slash_is_422(
     assert (await client.get(url + S)).json() == []
 
 
+async def test_a_session_id_no_path_could_name_is_422_and_not_stored(
+    start_server: Start, client: httpx.AsyncClient, service: SessionService
+) -> None:
+    """An id longer than a request head could carry once percent-encoded would be stored, listed,
+    and never reachable again (431 on every route naming it)."""
+    url = await start_server(make_app(service))
+    response = await client.post(url + S, json={"sessionId": "é" * (MAX_NAME_CHARS + 1)})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("sessionId:")
+    assert (await client.get(url + S)).json() == []
+    longest = "é" * MAX_NAME_CHARS  # the longest allowed: every route still reaches it
+    assert (await client.post(url + S, json={"sessionId": longest})).status_code == 200
+    assert (await client.get(f"{url}{S}/{quote(longest)}")).json()["id"] == longest
+    assert (await client.delete(f"{url}{S}/{quote(longest)}")).status_code == 200
+
+
+@pytest.mark.parametrize("root", [None, "artifacts"])
+async def test_an_artifact_filename_no_path_could_name_is_422_and_not_stored(
+    start_server: Start, client: httpx.AsyncClient, tmp_path: Path, root: str | None
+) -> None:
+    artifacts = FileArtifactService(tmp_path / root) if root else InMemoryArtifactService()
+    url = await start_server(make_app(artifact_service=artifacts))
+    await client.post(url + S, json={"sessionId": "s1"})
+    body = {"filename": "x" * (MAX_NAME_CHARS + 1), "artifact": {"text": "x"}}
+    response = await client.post(url + S + "/s1/artifacts", json=body)
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("filename:")
+    assert (await client.get(url + S + "/s1/artifacts")).json() == []
+
+
 # -- restored histories (D9, D10) ------------------------------------------------------------------
 
 
@@ -390,3 +423,60 @@ async def test_nul_characters_in_ids_are_refused(
     assert response.status_code == status
     assert response.json()["detail"].startswith(detail)
     await assert_app_reads_back(client, url)
+
+
+async def test_a_history_of_more_events_than_a_session_may_be_created_with_is_422(
+    start_server: Start, client: httpx.AsyncClient
+) -> None:
+    """Checked, stored and answered on the server's one thread, 200,000 events of a 4 MB body
+    stalled every other request for seconds."""
+    url = await start_server(make_app())
+    events = [{"author": "user"}] * (MAX_RESTORED_EVENTS + 1)
+    response = await client.post(url + S, json={"sessionId": "e1", "events": events})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        f"events: {MAX_RESTORED_EVENTS + 1} events, more than the {MAX_RESTORED_EVENTS} "
+        "a session may be created with"
+    )
+    assert (await client.get(url + S)).json() == []
+    created = await client.post(url + S, json={"sessionId": "e1", "events": events[1:]})
+    assert len(created.json()["events"]) == MAX_RESTORED_EVENTS
+
+
+class GatedSaves(InMemoryArtifactService):
+    """Saves wait for ``gate`` (``saving`` is set once one waits): a deletion gets in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saving = trio.Event()
+        self.gate = trio.Event()
+
+    async def save_artifact(self, **ids: Any) -> int:
+        self.saving.set()
+        await self.gate.wait()
+        return await super().save_artifact(**ids)
+
+
+@pytest.mark.parametrize(("filename", "kept"), [("a.txt", []), ("user:a.txt", ["user:a.txt"])])
+async def test_a_session_deleted_while_an_artifact_is_saved_leaves_it_to_no_session(
+    start_server: Start, client: httpx.AsyncClient, filename: str, kept: list[str]
+) -> None:
+    """The save had checked the session before the deletion and wrote after it: a new session
+    of the same id inherited the file (one in about ten such races over HTTP)."""
+    artifacts = GatedSaves()
+    url = await start_server(make_app(artifact_service=artifacts))
+    await client.post(url + S, json={"sessionId": "s1"})
+    saved: list[httpx.Response] = []
+
+    async def save() -> None:
+        body = {"filename": filename, "artifact": {"text": "x"}}
+        saved.append(await client.post(url + S + "/s1/artifacts", json=body))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(save)
+        await artifacts.saving.wait()
+        assert (await client.delete(url + S + "/s1")).status_code == 200
+        artifacts.gate.set()
+    assert saved[0].status_code == (200 if kept else 404)
+    await client.post(url + S, json={"sessionId": "s1"})
+    assert (await client.get(url + S + "/s1/artifacts")).json() == kept

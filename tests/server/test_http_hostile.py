@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
+import socket
+import struct
+from collections.abc import AsyncIterator
 
 import h11
 import pytest
 import trio
+import trio.testing
 
+from tests.server.helpers import user_text
 from tests.server.wire import (
     HEALTH,
     Address,
@@ -21,11 +27,13 @@ from tests.server.wire import (
     Echo,
     Wire,
     chunked,
+    json_body,
     new_session,
     read_to_close,
     request,
     run_request,
     serving,
+    sessions_path,
 )
 
 KEEP_ALIVE = 0.5
@@ -299,3 +307,90 @@ async def test_an_app_sending_more_than_its_length_sends_nothing_past_it(echo: A
         rest = wire.parser.trailing_data[0] + await wire.closed()
         assert b"smuggled" not in rest
     await assert_serving(echo)
+
+
+# -- clients that reset their connection -----------------------------------------------------------
+
+
+async def reset_at_once(address: Address) -> None:
+    """Connect, then close with a TCP reset (``SO_LINGER`` 0) before the server can look at the
+    connection: by the time it does, the socket has no peer (``ENOTCONN``)."""
+    sock = trio.socket.socket()
+    await sock.connect(address)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+async def test_connections_reset_before_they_are_served_do_not_stop_the_server(
+    echo: Address,
+) -> None:
+    for _ in range(50):
+        await reset_at_once(echo)
+    await assert_serving(echo)
+
+
+@pytest.mark.parametrize("route", ["/run_sse", sessions_path("weather"), "/config/telemetry"])
+async def test_a_client_leaving_mid_body_is_no_app_failure(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture, route: str
+) -> None:
+    """Each of these once logged a traceback ("the app failed"): any client could flood the log."""
+    address = await serving(nursery, Api(dev_routes=True).app)
+    with caplog.at_level(logging.DEBUG, logger="trio_agents.server"):
+        for reset in (False, True):
+            async with Wire.open(address) as wire:
+                await wire.send(request("POST", route, "Content-Length: 100", body=b'{"a"'))
+                if reset:
+                    wire.stream.socket.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+            await trio.testing.wait_all_tasks_blocked()  # the server has seen the client leave
+        await assert_serving(address)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# -- clients that stop reading ---------------------------------------------------------------------
+
+SEND_TIMEOUT = 0.5
+
+
+@contextlib.asynccontextmanager
+async def small_window(address: Address) -> AsyncIterator[Wire]:
+    """A connection whose receive buffer is small from the start, so an answer of megabytes
+    cannot all sit in the kernel's buffers while the client reads nothing."""
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(address)
+    async with trio.SocketStream(sock) as stream:
+        yield Wire(stream)
+
+
+async def stop_reading() -> None:
+    """Read nothing for the send timeout and a margin (while the server fills the buffers)."""
+    await trio.sleep(SEND_TIMEOUT + MARGIN)
+
+
+async def test_a_client_that_stops_reading_an_answer_is_cut_off(nursery: trio.Nursery) -> None:
+    """Without a send timeout it held its connection (and the answer in memory) for ever."""
+    address = await serving(nursery, Echo(), send_timeout=SEND_TIMEOUT)
+    async with small_window(address) as wire:
+        await wire.send(request("GET", "/large"))
+        await stop_reading()
+        received = await wire.closed()  # what the buffers held, then the end
+    assert 0 < len(received) < sum(map(len, Echo.LARGE))
+    await assert_serving(address)
+
+
+async def test_a_follower_that_stops_reading_is_cut_off(nursery: trio.Nursery) -> None:
+    api = Api()
+    address = await serving(nursery, api.app, send_timeout=SEND_TIMEOUT)
+    text = user_text("x" * 100_000)
+    history = json_body({"sessionId": "s1", "events": [{"author": "user", "content": text}] * 80})
+    async with small_window(address) as wire:
+        await wire.send(request("POST", sessions_path("weather"), body=history))
+        assert (await wire.response("POST")).status == 200
+        await wire.send(request("GET", sessions_path("weather") + "/s1/events"))
+        await stop_reading()
+        received = await wire.closed()
+    assert b"HTTP/1.1 200" in received
+    assert b"event: done" not in received  # cut off before its terminal frame
+    await assert_serving(address)

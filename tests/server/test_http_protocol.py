@@ -12,6 +12,7 @@ import functools
 import itertools
 import re
 from typing import Any
+from urllib.parse import unquote
 
 import h11
 import pytest
@@ -409,6 +410,32 @@ async def test_a_percent_encoded_session_id_is_decoded(nursery: trio.Nursery) ->
         assert (await wire.response()).json()["id"] == "a bé"
 
 
+@pytest.mark.parametrize("segment", ["%FF", "%FE", "%ED%A0%80", "%C0%AF", "caf%E9"])
+async def test_an_id_whose_percent_encoding_is_not_utf_8_is_400_and_reaches_no_session(
+    nursery: trio.Nursery, segment: str
+) -> None:
+    """Decoded leniently, every such id would be the replacement character: ``%FF`` and ``%FE``
+    (or a lone surrogate's bytes) would name one and the same user or session."""
+    api = Api()
+    address = await serving(nursery, api.app)
+    lenient = unquote(segment)  # what the id was taken to be
+    await api.service.create_session(app_name="weather", user_id="u1", session_id=lenient)
+    async with Wire.open(address) as wire:
+        await wire.send(request("GET", sessions_path("weather") + "/" + segment))
+        reply = await wire.response()
+    assert reply.status == 400
+    assert reply.json()["detail"].startswith("path: its percent-encoded bytes are not UTF-8")
+    await new_session_reachable(address)
+
+
+async def new_session_reachable(address: Address) -> None:
+    """A valid percent-encoded id still names its session."""
+    async with Wire.open(address) as wire:
+        await new_session(wire, "weather", "caf\u00e9")
+        await wire.send(request("GET", sessions_path("weather") + "/caf%C3%A9"))
+        assert (await wire.response()).json()["id"] == "caf\u00e9"
+
+
 @pytest.mark.parametrize(
     "target", [b"/caf\xc3\xa9", b"/\xff\xfe", b"/echo?q=\xe2\x82\xac", b"/%ff%fe", b"/%00"]
 )
@@ -613,7 +640,13 @@ async def test_started_gives_a_bracketed_url_for_ipv6(nursery: trio.Nursery) -> 
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("backlog", 0), ("backlog", -1), ("keep_alive_timeout", 0), ("max_header_bytes", 0)],
+    [
+        ("backlog", 0),
+        ("backlog", -1),
+        ("keep_alive_timeout", 0),
+        ("max_header_bytes", 0),
+        ("send_timeout", 0),
+    ],
 )
 async def test_bad_options_are_configuration_errors(option: str, value: int) -> None:
     with pytest.raises(ConfigurationError, match=option):

@@ -100,6 +100,14 @@ _server_options = [
         help="seconds an idle connection, or one still sending its request head, is kept",
     ),
     click.option(
+        "--send-timeout",
+        default=30.0,
+        show_default=True,
+        type=click.FloatRange(0, min_open=True),
+        help="seconds a client may accept none of an answer (it stopped reading) before its "
+        "connection is closed",
+    ),
+    click.option(
         "--max-header-bytes",
         default=16384,
         show_default=True,

@@ -27,6 +27,7 @@ from ..server import (
     DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_DETACHED_RUNS,
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_SEND_TIMEOUT,
     UI_PATH,
     UI_PUBLIC_PATHS,
     adk_ui_routes,
@@ -53,6 +54,7 @@ class ServeOptions:
     graceful_timeout: float = 5.0
     backlog: int = DEFAULT_BACKLOG
     keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT
+    send_timeout: float = DEFAULT_SEND_TIMEOUT
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     max_detached_runs: int = DEFAULT_MAX_DETACHED_RUNS
@@ -82,6 +84,7 @@ async def serve_apps(
             graceful_timeout=options.graceful_timeout,
             backlog=options.backlog,
             keep_alive_timeout=options.keep_alive_timeout,
+            send_timeout=options.send_timeout,
             max_header_bytes=options.max_header_bytes,
         )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -125,12 +128,31 @@ async def _serve_then_stop(
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run ``server``; once it has shut down, end the signal watcher too."""
+    """Run ``server``; once it has shut down, end the signal watcher too.
+
+    An ``OSError`` before the server has started means it could not listen, and says so; one
+    after that is not about listening, and is raised as it is.
+    """
+    listening = _Listening(task_status)
     try:
-        await server(task_status=task_status)
+        await server(task_status=listening)
     except* OSError as group:
+        if listening.has_started:
+            raise
         raise _bind_error(group, address) from None
     nursery.cancel_scope.cancel(reason="the server stopped")
+
+
+class _Listening:
+    """A task status that remembers whether the server reported that it listens."""
+
+    def __init__(self, task_status: trio.TaskStatus[list[str]]) -> None:
+        self._task_status = task_status
+        self.has_started = False
+
+    def started(self, value: list[str]) -> None:
+        self.has_started = True
+        self._task_status.started(value)
 
 
 def _bind_error(group: BaseExceptionGroup[OSError], address: str) -> Exception:

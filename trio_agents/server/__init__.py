@@ -24,7 +24,8 @@ Routes (JSON bodies camelCase, snake_case accepted; errors are ``{"detail": ...}
 - ``POST S/{session}/invocations/{invocation_id}/cancel`` → 202, or 404 when not in flight;
 - ``GET S/{session}/events?after=N`` (or ``Last-Event-ID: N``) → SSE of the stored events after
   N, then of the run in flight up to its terminal frame;
-- ``GET S/{session}/artifacts`` (names), ``POST`` it ``{filename, artifact}``;
+- ``GET S/{session}/artifacts`` (names), ``POST`` it ``{filename, artifact, customMetadata?}``
+  (the metadata is kept with the version);
   ``GET|DELETE S/{session}/artifacts/{name}[?version=]``,
   ``GET S/{session}/artifacts/{name}/versions[/{version|latest}]``;
 - ``PATCH /apps/{app}/users/{user}/memory`` ``{sessionId}``: add the session to memory.
@@ -53,7 +54,7 @@ nesting deeper than 100 levels, is 400 before anything is stored); 408 a body sl
 another run holds; 503 (with ``Retry-After``) more detached runs than ``max_detached_runs``.
 At the HTTP layer (:func:`serve`): 400 a request h11 cannot read, 431 a request head over
 ``max_header_bytes``; a connection idle, or slow to send its head, past ``keep_alive_timeout``
-is closed.
+is closed, and so is one whose client accepts nothing of an answer for ``send_timeout``.
 
 The dev UI (what ``trio-agents web`` serves): ``create_app(..., extra_routes=ui_routes(),
 public_paths=UI_PUBLIC_PATHS)`` adds a single static page at ``/dev-ui/`` to pick an app and a
@@ -77,6 +78,7 @@ from ._serve import (
     DEFAULT_BACKLOG as DEFAULT_BACKLOG,
     DEFAULT_KEEP_ALIVE_TIMEOUT as DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_HEADER_BYTES as DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_SEND_TIMEOUT as DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_TIMEOUT as DEFAULT_SHUTDOWN_TIMEOUT,
     serve as serve,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DETACHED_RUNS",
     "DEFAULT_MAX_HEADER_BYTES",
+    "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "TraceRecorder",
     "UI_PATH",

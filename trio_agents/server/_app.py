@@ -9,7 +9,6 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -25,7 +24,7 @@ from ._cluster import cluster_of
 from ._core import ServerCore
 from ._dev import DevRoutes
 from ._direct import ApiApp
-from ._http import BearerAuth, BodyLimits, HTTPError, RefuseNul, error_response
+from ._http import BearerAuth, BodyLimits, HTTPError, JsonCors, RefuseNul, error_response
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
 from ._traces import SpanRecorder
@@ -183,7 +182,7 @@ def _middleware(
     if cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,
+                JsonCors,
                 allow_origins=list(cors_origins),
                 allow_methods=["*"],
                 allow_headers=["*"],

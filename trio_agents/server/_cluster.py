@@ -12,6 +12,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import hashlib
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -101,7 +103,8 @@ class PostgresCluster(LocalCluster):
         self._service = service
         self._outbox, self._outgoing = trio.open_memory_channel[str](OUTBOX)
         self._watchers: dict[SessionKey, set[RemoteEnd]] = {}
-        self._pending: collections.OrderedDict[SessionKey, str] = collections.OrderedDict()
+        self._pending: collections.OrderedDict[str, str] = collections.OrderedDict()
+        """Cancels for runs not registered here (yet), by session key digest."""
 
     # -- the lifespan task -------------------------------------------------------------------
 
@@ -162,21 +165,32 @@ class PostgresCluster(LocalCluster):
     def _dispatch(self, core: ServerCore, payload: str) -> None:
         try:
             message = json.loads(payload)
-            key: SessionKey = tuple(message["key"])
+            digest = message["keyDigest"] if "key" not in message else _digest(message["key"])
+            key = tuple(message["key"]) if "key" in message else self._known(core, digest)
             if message["op"] == "cancel":
-                self._cancel_here(core, key, message["invocationId"])
-            elif message["op"] == "end":
+                self._cancel_here(core, key, digest, message["invocationId"])
+            elif message["op"] == "end" and key is not None:
                 self._ended_there(core, key, Frame(message["kind"], message["data"]))
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("ignored a malformed message from another server (%s)", exc)
 
-    def _cancel_here(self, core: ServerCore, key: SessionKey, invocation_id: str) -> None:
-        live = core.live.get(key)
+    def _known(self, core: ServerCore, digest: str) -> SessionKey | None:
+        """The session of a message naming it by digest, among those this process runs or
+        watches (None: not one of them)."""
+        for key in itertools.chain(core.live, self._watchers):
+            if _digest(list(key)) == digest:
+                return key
+        return None
+
+    def _cancel_here(
+        self, core: ServerCore, key: SessionKey | None, digest: str, invocation_id: str
+    ) -> None:
+        live = None if key is None else core.live.get(key)
         if live is not None and live.invocation_id == invocation_id:
             live.cancel(CANCEL_REASON)
             return
-        self._pending[key] = invocation_id  # it may be ours, not registered yet
-        self._pending.move_to_end(key)
+        self._pending[digest] = invocation_id  # it may be ours, not registered yet
+        self._pending.move_to_end(digest)
         while len(self._pending) > PENDING_CANCELS:
             self._pending.popitem(last=False)
 
@@ -211,21 +225,30 @@ class PostgresCluster(LocalCluster):
             return False
         if not await self.in_flight_elsewhere(key):
             return False
-        message = {"op": "cancel", "key": list(key), "invocationId": invocation_id}
-        await self._service.signal(dumps(message))
+        message = _fitted({"op": "cancel", "key": list(key), "invocationId": invocation_id})
+        if message is None:  # an invocation id of kilobytes: no run of this server has one
+            return False
+        await self._service.signal(message)
         return True
 
     def registered(self, core: ServerCore, key: SessionKey) -> None:
-        live = core.live.get(key)
-        wanted = self._pending.get(key)
+        if not self._pending:  # the usual case: no digest to work out
+            return
+        live, digest = core.live.get(key), _digest(list(key))
+        wanted = self._pending.get(digest)
         if live is not None and wanted is not None and wanted == live.invocation_id:
-            del self._pending[key]
+            del self._pending[digest]
             live.cancel(CANCEL_REASON)
 
     def ended(self, key: SessionKey, terminal: Frame) -> None:
-        self._pending.pop(key, None)
+        if self._pending:
+            self._pending.pop(_digest(list(key)), None)
+        message = _end_message(key, terminal)
+        if message is None:
+            logger.warning("the end of a run was too long to announce to the other servers")
+            return
         try:
-            self._outbox.send_nowait(_end_message(key, terminal))
+            self._outbox.send_nowait(message)
         except trio.WouldBlock:
             logger.warning("too many announcements waiting; the end of a run went unannounced")
 
@@ -253,18 +276,52 @@ def _drain(conn: Any) -> list[str]:
     return [notify.payload for notify in conn.notifies(timeout=LISTEN_WAIT)]
 
 
-def _end_message(key: SessionKey, terminal: Frame) -> str:
+def _digest(key: list[str]) -> str:
+    """A session's key in a few bytes, for a message its key would make too long."""
+    return hashlib.sha256(dumps(key).encode()).hexdigest()
+
+
+def _fitted(message: dict[str, Any]) -> str | None:
+    """``message`` as JSON of at most :data:`MAX_MESSAGE` bytes: as it is, else with its
+    session key (ids of kilobytes) sent as a digest; None if even that is too long."""
+    for candidate in (message, _by_digest(message)):
+        text = dumps(candidate)
+        if len(text.encode()) <= MAX_MESSAGE:
+            return text
+    return None
+
+
+def _by_digest(message: dict[str, Any]) -> dict[str, Any]:
+    shorter = {name: value for name, value in message.items() if name != "key"}
+    return {**shorter, "keyDigest": _digest(message["key"])}
+
+
+def _end_message(key: SessionKey, terminal: Frame) -> str | None:
+    """The announcement of ``terminal``, cut to fit: first an error's texts, then the arguments
+    of the calls a paused run waits for, then all but the invocation id (None: nothing fits)."""
     message: dict[str, Any] = {"op": "end", "key": list(key), "kind": terminal.kind}
-    text = dumps({**message, "data": terminal.data})
-    if len(text.encode()) <= MAX_MESSAGE:
-        return text
-    data = json.loads(terminal.data)  # an error frame: cut its texts
+    for data in _shorter_data(terminal.data):
+        text = _fitted({**message, "data": data})
+        if text is not None:
+            return text
+    return None
+
+
+def _shorter_data(data: str) -> Iterator[str]:
+    yield data
+    frame = json.loads(data)
     cut = MAX_MESSAGE // 8
-    data["error"] = str(data.get("error", ""))[:cut]
-    details = data.get("errorDetails")
+    if "error" in frame:
+        frame["error"] = str(frame["error"])[:cut]
+    details = frame.get("errorDetails")
     if isinstance(details, dict):
         details["message"] = str(details.get("message", ""))[:cut]
-    return dumps({**message, "data": dumps(data)})
+    yield dumps(frame)
+    waiting = frame.get("waitingFor")
+    if isinstance(waiting, list):
+        frame["waitingFor"] = [{k: v for k, v in c.items() if k != "args"} for c in waiting]
+        yield dumps(frame)
+    yield dumps({"invocationId": frame.get("invocationId")})
 
 
 def cluster_of(service: object) -> LocalCluster:

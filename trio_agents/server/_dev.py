@@ -90,12 +90,14 @@ class DevRoutes:
 
     async def session_trace(self, request: Request) -> Response:
         self._root(request)
-        spans = self.traces.session_spans(request.path_params["session_id"])
+        app_name, session_id = request.path_params["app_name"], request.path_params["session_id"]
+        spans = self.traces.session_spans(session_id, app_name=app_name)
         return json_response([span.to_json() for span in spans if _complete(span)])
 
     async def event_trace(self, request: Request) -> Response:
         self._root(request)
-        span = self.traces.event_span(request.path_params["event_id"])
+        app_name = request.path_params["app_name"]
+        span = self.traces.event_span(request.path_params["event_id"], app_name=app_name)
         if span is None:
             raise HTTPError(404, "Trace not found")
         return json_response(span.attributes)

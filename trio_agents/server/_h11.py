@@ -14,8 +14,9 @@ import email.utils
 import functools
 import json
 import logging
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -28,6 +29,9 @@ __all__ = ["LINGER", "RECEIVE_SIZE", "UNREAD_BODY_BYTES"]  # the classes serve()
 
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""
+
+SEND_PIECE = 65536
+"""Bytes of an answer sent at a time: each must be accepted within ``send_timeout``."""
 
 KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
@@ -59,6 +63,9 @@ class ConnectionSettings:
     keep_alive_timeout: float
     max_header_bytes: int
     access_log: bool
+    send_timeout: float = math.inf
+    """Seconds a client may take to accept each :data:`SEND_PIECE` of an answer (it reads
+    nothing meanwhile); past it, the connection is closed as if the client had left."""
 
 
 class ServerState:
@@ -100,8 +107,8 @@ class HTTPConnection:
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=settings.max_header_bytes)
         self.peer_gone = False
         self._server = server
-        self._client = _address(stream.socket.getpeername())
-        self._local = _address(stream.socket.getsockname())
+        self._client = _address(stream.socket.getpeername)
+        self._local = _address(stream.socket.getsockname)
 
     @property
     def shutting_down(self) -> bool:
@@ -133,16 +140,32 @@ class HTTPConnection:
             self.h11.receive_data(data)
 
     async def write(self, data: bytes) -> None:
-        """Send ``data``; a client that has left makes it a no-op (and is noted)."""
+        """Send ``data``; a client that has left makes it a no-op (and is noted).
+
+        A client that accepts no piece of ``data`` within ``send_timeout`` is taken to have left:
+        a client that stops reading would otherwise hold the connection, its task and what the
+        answer keeps in memory for as long as it likes.
+        """
         if self.peer_gone or not data:
             return
         try:
-            await self.stream.send_all(data)
+            for piece in _pieces(data):
+                with trio.move_on_after(self.settings.send_timeout) as sending:
+                    await self.stream.send_all(piece)
+                if sending.cancelled_caught:
+                    await self._stalled()
+                    return
         except STREAM_CLOSED:
             self.peer_gone = True
         except trio.Cancelled:  # part of ``data`` may be sent: the connection cannot go on
             self.peer_gone = True
             raise
+
+    async def _stalled(self) -> None:
+        """Close the connection of a client that stopped reading. Closing also wakes a task
+        waiting on the socket for the client to leave: it learns that it has."""
+        self.peer_gone = True
+        await self.stream.aclose()
 
     async def _serve_one(self) -> bool:
         request = await self._next_request()
@@ -245,9 +268,18 @@ class Exchange:
         self._head_only = request.method == b"HEAD"
 
     async def run(self) -> None:
-        """Call the app; answer 500 (or 400 for an unreadable body) if it did not answer."""
+        """Call the app; answer 500 (or 400 for an unreadable body) if it did not answer.
+
+        A path whose percent-encoded bytes are not UTF-8 is answered 400 without calling the app:
+        decoded leniently, ``%FF`` and ``%FE`` would both name the id ``"\ufffd"``.
+        """
         try:
-            await self._conn.settings.app(self._scope(), self.receive, self.send)
+            scope = self._scope()
+        except UnicodeDecodeError as error:
+            await self._answer(400, f"path: its percent-encoded bytes are not UTF-8 ({error})")
+            return
+        try:
+            await self._conn.settings.app(scope, self.receive, self.send)
         except Exception:
             log.exception("the app failed on %s %s", self._method(), self._target())
         if self.status is None:
@@ -381,11 +413,20 @@ class Exchange:
             status, detail = 400, f"bad request body: {self._bad_body}"
         else:
             status, detail = 500, "Internal Server Error"
+        await self._answer(status, detail)
+
+    async def _answer(self, status: int, detail: str) -> None:
+        """Answer ``{"detail": detail}`` with ``status``, then close the connection."""
         headers, body = _closing_error(detail)
         await self._start(status, headers)
         await self._send_body(body, False)
 
     def _scope(self) -> dict[str, Any]:
+        """The ASGI scope of the request.
+
+        Raises:
+            UnicodeDecodeError: the path's percent-encoded bytes are not UTF-8.
+        """
         request, conn = self._request, self._conn
         raw_path, _, query = request.target.partition(b"?")
         return {
@@ -394,7 +435,7 @@ class Exchange:
             "http_version": request.http_version.decode("ascii"),
             "method": self._method(),
             "scheme": "http",
-            "path": unquote(raw_path.decode("ascii")),
+            "path": unquote(raw_path.decode("ascii"), errors="strict"),
             "raw_path": raw_path,
             "query_string": query,
             "root_path": "",
@@ -425,7 +466,24 @@ def _head_size(request: h11.Request) -> int:
     return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
 
 
-def _address(sockname: Any) -> tuple[str, int] | None:
+def _pieces(data: bytes) -> Iterator[bytes | memoryview]:
+    """``data`` in pieces of at most :data:`SEND_PIECE` bytes (itself, most of the time)."""
+    if len(data) <= SEND_PIECE:
+        yield data
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), SEND_PIECE):
+        yield view[start : start + SEND_PIECE]
+
+
+def _address(name_of: Callable[[], Any]) -> tuple[str, int] | None:
+    """``(host, port)`` of one end of a socket, or None. A client that reset its connection
+    before it was accepted has no address any more (``ENOTCONN``): its requests, if any, are
+    served without one."""
+    try:
+        sockname = name_of()
+    except OSError:
+        return None
     if isinstance(sockname, tuple) and len(sockname) >= 2:
         return (str(sockname[0]), int(sockname[1]))
     return None

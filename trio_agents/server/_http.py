@@ -5,15 +5,17 @@ from __future__ import annotations
 import difflib
 import functools
 import hmac
+import itertools
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
 import trio
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -116,7 +118,8 @@ async def read_json(request: Request, limits: BodyLimits) -> Any:
     Raises:
         HTTPError: 413 when the body is longer than ``limits.max_bytes`` (announced or sent), 408
             (and the connection is closed) when it has not arrived whole within
-            ``limits.read_seconds``, 400 when it is not JSON, or holds
+            ``limits.read_seconds``, 400 when the client left before sending it whole
+            (the answer goes nowhere; nothing is logged as a failure), when it is not JSON, or holds
             a value no store could keep (a lone surrogate, nesting deeper than
             :data:`~trio_agents._serde.MAX_DEPTH`); the detail names where.
     """
@@ -146,13 +149,36 @@ async def _read_body(receive: Receive, limit: int) -> bytearray:
     body = bytearray()
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
+        if message["type"] == "http.disconnect":  # a client leaving is no failure of the app
+            raise HTTPError(400, "the client left before sending the whole body", headers=CLOSE)
         body += message.get("body", b"")
         if len(body) > limit:
             raise _too_large(limit)
         if not message.get("more_body", False):
             return body
+
+
+MAX_NAME_CHARS = 1024
+"""The longest session id or artifact filename a request may create: percent-encoded (up to 12
+bytes a character), a longer one might not fit in a request head of the default 16 KiB, so no
+route could name it again."""
+
+
+def check_reachable(field: str, name: str) -> str:
+    """``name`` if a route's path can name it (no ``/``, at most :data:`MAX_NAME_CHARS`).
+
+    Raises:
+        HTTPError: 422 naming ``field``.
+    """
+    if "/" in name:
+        raise HTTPError(422, f"{field}: {name!r:.80} contains '/', which no route's path can reach")
+    if len(name) > MAX_NAME_CHARS:
+        raise HTTPError(
+            422,
+            f"{field}: {name[:40]!r}... is {len(name)} characters long, more than the "
+            f"{MAX_NAME_CHARS} a route's path can hold",
+        )
+    return name
 
 
 CLOSE = {"Connection": "close"}
@@ -188,6 +214,11 @@ def near_miss(key: str, names: Collection[str]) -> str | None:
 NEAR_MISS = 0.8
 """How close (difflib's ratio) an unknown key must be to a field's name to count as a typo."""
 
+MAX_KEYS_COMPARED = 64
+"""Unknown keys of a body compared with the fields' names at most. Each comparison costs difflib
+tens of microseconds, on the server's one thread: the million keys a body under the size limit
+can hold would stall every request for a minute."""
+
 
 class Fields:
     """Typed reads of a JSON object body. Names are camelCase; snake_case keys are accepted too.
@@ -214,7 +245,8 @@ class Fields:
     def required(self, name: str) -> Any:
         value = self.get(name)
         if value is None:
-            misspelt = [key for key in self.data if near_miss(key, [name]) == name]
+            unknown = self._unknown({name, _snake(name)})
+            misspelt = [key for key in unknown if near_miss(key, [name]) == name]
             hint = f" (the body has {misspelt[0]!r}: did you mean {name!r}?)" if misspelt else ""
             raise HTTPError(422, f"{name}: field required{hint}")
         return value
@@ -226,12 +258,14 @@ class Fields:
             HTTPError: 422 naming the unknown key and the field it is close to.
         """
         known = self.names | {_snake(name) for name in self.names} | set(ignored)
-        for key in self.data:
-            if key in known:
-                continue
+        for key in self._unknown(known):
             meant = near_miss(key, self.names)
             if meant is not None:
                 raise HTTPError(422, f"{key}: unknown field; did you mean {meant!r}?")
+
+    def _unknown(self, known: Collection[str]) -> Iterator[str]:
+        """The body's first :data:`MAX_KEYS_COMPARED` keys not in ``known``."""
+        return itertools.islice((k for k in self.data if k not in known), MAX_KEYS_COMPARED)
 
     def identifier(self, name: str, *, required: bool = False) -> str | None:
         """A string naming an app, user or session: no NUL character (no store keeps one)."""
@@ -308,6 +342,22 @@ def _event_json(event: Any, paths: Mapping[str, str] | None) -> dict[str, Any]:
     if path:
         data["nodeInfo"] = {"path": path}
     return data
+
+
+class JsonCors(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered as every other refusal:
+    ``{"detail": "Disallowed CORS origin"}`` (it is plain text there)."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        detail = bytes(response.body).decode()
+        kept = {k: v for k, v in response.headers.items() if k not in _BODY_HEADERS}
+        return error_response(HTTPError(response.status_code, detail, headers=kept))
+
+
+_BODY_HEADERS = frozenset({"content-length", "content-type"})
 
 
 class RefuseNul:

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_BACKLOG",
     "DEFAULT_KEEP_ALIVE_TIMEOUT",
     "DEFAULT_MAX_HEADER_BYTES",
+    "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "serve",
 ]
@@ -32,6 +33,10 @@ DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 
 DEFAULT_MAX_HEADER_BYTES = 16384
 """The largest request line plus headers; a larger one is answered 431 and closed."""
+
+DEFAULT_SEND_TIMEOUT = 30.0
+"""Seconds a client may go without accepting any of an answer (it stopped reading) before its
+connection is closed."""
 
 DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 """Seconds the app's lifespan shutdown may take before it is cancelled."""
@@ -48,6 +53,7 @@ async def serve(
     backlog: int = DEFAULT_BACKLOG,
     keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT,
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    send_timeout: float = DEFAULT_SEND_TIMEOUT,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -64,6 +70,9 @@ async def serve(
     the connections the kernel holds for the server to accept (a burst of more is reset).
     ``keep_alive_timeout`` is how long a connection may sit idle, or take to send a request
     head, before it is closed; a request head over ``max_header_bytes`` is answered 431.
+    ``send_timeout`` is how long a client may accept none of an answer (it stopped reading)
+    before its connection is closed, as if it had left (a run it streams is then cancelled,
+    unless it was started with ``onDisconnect: "detach"``).
     ``access_log`` logs a line per request to the ``trio_agents.server.access`` logger (on
     standard output unless it has handlers).
 
@@ -72,6 +81,8 @@ async def serve(
     WebSockets; put a proxy in front for TLS.
     """
     _check(backlog, keep_alive_timeout, max_header_bytes, graceful_timeout, shutdown_timeout)
+    if not send_timeout > 0:
+        raise ConfigurationError(f"send_timeout must be > 0, got {send_timeout}")
     if shutdown_trigger is not None:
         shutdown_trigger = functools.partial(_cancelling_runs, app, shutdown_trigger)
     if access_log:
@@ -82,7 +93,7 @@ async def serve(
         if state is not None:
             try:
                 settings = ConnectionSettings(
-                    app, state, keep_alive_timeout, max_header_bytes, access_log
+                    app, state, keep_alive_timeout, max_header_bytes, access_log, send_timeout
                 )
                 listeners = await _listen(host, port, backlog)
                 task_status.started([_url(listener) for listener in listeners])

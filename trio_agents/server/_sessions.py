@@ -31,6 +31,7 @@ from ._http import (
     Fields,
     HTTPError,
     busy,
+    check_reachable,
     json_response,
     parse_record,
     read_json,
@@ -118,10 +119,8 @@ class SessionRoutes:
         state: dict[str, Any] | None,
         events: list[Event] | None = None,
     ) -> Session:
-        if session_id is not None and "/" in session_id:
-            raise HTTPError(
-                422, f"sessionId: {session_id!r:.80} contains '/', which no session route can reach"
-            )
+        if session_id is not None:
+            check_reachable("sessionId", session_id)
         service = self.core.session_service
         try:
             service._check_new(app_name, user_id, session_id, state)
@@ -241,39 +240,48 @@ class SessionRoutes:
         }
 
     async def save_artifact(self, request: Request) -> Response:
-        """Save a version; 404 when the session does not exist (nothing is written then)."""
+        """Save a version; 404 when the session does not exist (nothing is written then), or
+        was deleted while the version was written (the session's file is removed then, as the
+        deletion would have removed it)."""
         ids = self._artifact_ids(request)
         fields = Fields(await read_json(request, self.body))
-        filename = str(fields.text("filename", required=True))
+        filename = check_reachable("filename", str(fields.text("filename", required=True)))
         part = fields.record("artifact", Part, required=True)
         assert part is not None
-        fields.mapping("customMetadata")  # accepted for ADK clients; not stored
+        metadata = fields.mapping("customMetadata") or {}
         fields.check_unknown()
         try:
             check_filename(filename)
         except ConfigurationError as exc:
             raise HTTPError(400, f"filename: {exc}") from exc
-        found = await self.core.session_service.get_session(
-            **ids, config=GetSessionConfig(num_recent_events=0)
-        )
-        if found is None:
+        if not await self._session_exists(ids):
             raise HTTPError(404, "Session not found")
+        artifacts = self.core.artifact_service
         with _artifact_errors("filename"):
-            version = await self.core.artifact_service.save_artifact(
-                **ids, filename=filename, artifact=part, custom_metadata=None
+            version = await artifacts.save_artifact(
+                **ids, filename=filename, artifact=part, custom_metadata=metadata
             )
+        if not filename.startswith(USER_PREFIX) and not await self._session_exists(ids):
+            await artifacts.delete_artifact(**ids, filename=filename)  # else a new session of
+            raise HTTPError(404, "Session not found")  # the same id would inherit it
         mime = (
             part.inline_data.mime_type if part.inline_data else "text/plain" if part.text else None
         )
         body: dict[str, Any] = {
             "version": version,
             "canonicalUri": artifact_uri(**ids, filename=filename, version=version),
-            "customMetadata": {},
+            "customMetadata": metadata,
             "createTime": now(),
         }
         if mime:
             body["mimeType"] = mime
         return json_response(body)
+
+    async def _session_exists(self, ids: dict[str, str]) -> bool:
+        found = await self.core.session_service.get_session(
+            **ids, config=GetSessionConfig(num_recent_events=0)
+        )
+        return found is not None
 
     async def list_artifacts(self, request: Request) -> Response:
         ids = self._artifact_ids(request)
@@ -355,8 +363,20 @@ def artifact_uri(
     )
 
 
+MAX_RESTORED_EVENTS = 10_000
+"""Events a session may be created with at most. Each costs the server's one thread about
+0.1 ms to check, store and answer: the 800,000 a body under the size limit can hold would stall
+every request for more than a minute."""
+
+
 def _restored_events(items: list[Any]) -> list[Event]:
     """The events of a restored history, each checked, their ids distinct (else 400/422)."""
+    if len(items) > MAX_RESTORED_EVENTS:
+        raise HTTPError(
+            422,
+            f"events: {len(items)} events, more than the {MAX_RESTORED_EVENTS} a session may "
+            "be created with",
+        )
     events = [_restored_event(item, index) for index, item in enumerate(items)]
     seen: dict[str, int] = {}
     for index, event in enumerate(events):

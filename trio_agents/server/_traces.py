@@ -5,7 +5,8 @@ involved. Spans are named and attributed as the OpenTelemetry GenAI conventions 
 (``invoke_agent <agent>``, ``generate_content <model>``, ``execute_tool <tool>``); each model
 span carries the request and the response as one log record, which the UI's Request and Response
 tabs read. Memory is bounded: the most recent ``max_sessions`` sessions keep their last
-``max_spans`` finished spans each.
+``max_spans`` finished spans each. A session is its app's name and its id: sessions of one id in
+two apps keep their spans apart.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import collections
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -62,12 +63,16 @@ def _new_id() -> int:
     return random.getrandbits(63) or 1
 
 
+SessionOf = tuple[str, str]
+"""A traced session: its app's name and its id (two apps may have sessions of one id)."""
+
+
 @attrs.define
 class _Run:
     """The open spans of one invocation."""
 
     trace_id: int
-    session_id: str
+    session: SessionOf
     agents: dict[tuple[str, str], list[Span]] = attrs.field(factory=dict)
     models: dict[int, Span] = attrs.field(factory=dict)
     tools: dict[str, Span] = attrs.field(factory=dict)
@@ -88,7 +93,7 @@ class SpanRecorder(BasePlugin):
         super().__init__("trace_recorder")
         self.max_sessions = max_sessions
         self.max_spans = max_spans
-        self._sessions: collections.OrderedDict[str, collections.deque[Span]] = (
+        self._sessions: collections.OrderedDict[SessionOf, collections.deque[Span]] = (
             collections.OrderedDict()
         )
         self._runs: dict[str, _Run] = {}
@@ -96,24 +101,35 @@ class SpanRecorder(BasePlugin):
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def session_spans(self, session_id: str) -> list[Span]:
-        """The finished spans of ``session_id``, oldest first."""
-        return list(self._sessions.get(session_id, ()))
+    def session_spans(self, session_id: str, *, app_name: str | None = None) -> list[Span]:
+        """The finished spans of ``session_id`` in app ``app_name``, oldest first (without
+        ``app_name``: those of every app's session of that id)."""
+        if app_name is not None:
+            return list(self._sessions.get((app_name, session_id), ()))
+        return [span for spans in self._spans_of(session_id=session_id) for span in spans]
 
-    def event_span(self, event_id: str) -> Span | None:
-        """The span that produced the event ``event_id``, if still kept."""
-        for spans in self._sessions.values():
+    def event_span(self, event_id: str, *, app_name: str | None = None) -> Span | None:
+        """The span that produced the event ``event_id`` (in app ``app_name``), if still kept."""
+        for spans in self._spans_of(app_name=app_name):
             for span in spans:
                 if span.attributes.get("gcp.vertex.agent.event_id") == event_id:
                     return span
         return None
+
+    def _spans_of(
+        self, *, app_name: str | None = None, session_id: str | None = None
+    ) -> Iterator[collections.deque[Span]]:
+        for (app, session), spans in self._sessions.items():
+            if app_name in (None, app) and session_id in (None, session):
+                yield spans
 
     # -- plumbing ----------------------------------------------------------------------------------
 
     def _run(self, ctx: InvocationContext | CallbackContext) -> _Run:
         run = self._runs.get(ctx.invocation_id)
         if run is None:
-            run = self._runs[ctx.invocation_id] = _Run(_new_id(), ctx.session.id)
+            session = (ctx.session.app_name, ctx.session.id)
+            run = self._runs[ctx.invocation_id] = _Run(_new_id(), session)
         return run
 
     def _open(self, run: _Run, name: str, parent: Span | None, attributes: dict[str, Any]) -> Span:
@@ -125,11 +141,11 @@ class SpanRecorder(BasePlugin):
         if error is not None:
             kind = error if isinstance(error, str) else type(error).__name__
             span.attributes["error.type"] = kind
-        spans = self._sessions.pop(run.session_id, None)
+        spans = self._sessions.pop(run.session, None)
         if spans is None:
             spans = collections.deque(maxlen=self.max_spans)
         spans.append(span)
-        self._sessions[run.session_id] = spans
+        self._sessions[run.session] = spans
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
 
