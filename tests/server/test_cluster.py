@@ -25,7 +25,7 @@ from trio_agents.server._cluster import (
     cluster_of,
 )
 from trio_agents.server._core import ServerCore
-from trio_agents.server._live import Frame, terminal_frame
+from trio_agents.server._live import Frame, invocation_of, terminal_frame
 from trio_agents.server._runs import follow
 from trio_agents.sessions import InMemorySessionService
 from trio_agents.sessions._postgres import PostgresSessionService
@@ -188,14 +188,16 @@ class LeaseFlag:
         return self.held
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     random_module=st.random_module(),
     events=st.integers(1, 6),  # a run stores its user message first
     already=st.integers(0, 2),
     after=st.integers(0, 9),
-    pauses=st.lists(st.sampled_from([0, 0, 0.05, 0.1, 0.3]), min_size=9, max_size=9),
+    pauses=st.lists(st.sampled_from([0, 0, 0.05, 0.1, 0.3]), min_size=10, max_size=10),
     ending=st.sampled_from(["done", "cancelled", "error", None]),  # None: the process died
+    next_turn=st.booleans(),  # a third process runs the next turn as soon as the lease is free
+    known=st.booleans(),  # this process heard how the earlier turns ended
 )
 def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
     random_module: Any,
@@ -204,7 +206,12 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
     after: int,
     pauses: list[float],
     ending: str | None,
+    next_turn: bool,
+    known: bool,
 ) -> None:
+    """The follower sends the followed run's events once each and ends with its end, never with
+    the next turn's, which may begin in a third process the moment the lease is free."""
+
     async def main() -> list[Frame]:
         store = InMemorySessionService()
         session = await store.create_session(app_name="app", user_id="u", session_id="s")
@@ -215,32 +222,52 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
         core = ServerCore({}, session_service=store, artifact_service=InMemoryArtifactService(),
                           memory_service=None, plugins=(), max_detached_runs=1,
                           cleanup_timeout=1, cluster=cluster)  # fmt: skip
+        if already and known:
+            core.remember(KEY, terminal_frame("done", f"e-{already - 1}"))
         out, received = trio.open_memory_channel[Frame](math.inf)
 
-        async def other_process() -> None:
-            for i in range(events):
-                await trio.sleep(pauses[i])
-                await store.append_event(session, Event(author="a", invocation_id="e-run"))
-            await trio.sleep(pauses[6])
-            flag.held = False  # the lease goes first, then the announcement
+        async def announce() -> None:
             await trio.sleep(pauses[7])
             if ending is not None:
                 frame = terminal_frame(ending, "e-run")  # type: ignore[arg-type]
                 cluster._ended_there(core, KEY, frame)
 
+        async def third_process() -> None:
+            await trio.sleep(pauses[9])
+            flag.held = True
+            for _ in range(2):
+                await store.append_event(session, Event(author="b", invocation_id="e-next"))
+            flag.held = False
+            cluster._ended_there(core, KEY, terminal_frame("done", "e-next"))
+
+        async def other_process(nursery: trio.Nursery) -> None:
+            for i in range(events):
+                await trio.sleep(pauses[i])
+                await store.append_event(session, Event(author="a", invocation_id="e-run"))
+            await trio.sleep(pauses[6])
+            flag.held = False  # the lease goes first, then the announcement
+            nursery.start_soon(announce)
+            if next_turn:
+                nursery.start_soon(third_process)
+
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(other_process)
+            nursery.start_soon(other_process, nursery)
             await trio.sleep(pauses[8] / 10)
             await follow(core, KEY, after, out)
         return [frame async for frame in received]
 
     frames = trio.run(main, clock=MockClock(autojump_threshold=0))
-    total = already + events
     body, end = frames[:-1], frames[-1]
-    assert [f.seq for f in body] == list(range(after + 1, total + 1))
     assert all(f.kind == "event" for f in body)
     assert end.terminal
+    if ending is None and next_turn:  # the followed run's end is unknown: it may go on
+        assert [f.seq for f in body] == list(range(after + 1, after + 1 + len(body)))
+        assert not body or invocation_of(end) == invocation_of(body[-1])
+        return
+    total = already + events
+    assert [f.seq for f in body] == list(range(after + 1, total + 1))
+    assert {invocation_of(f) for f in body[max(0, already - after) :]} <= {"e-run"}
     if ending is not None:
         assert end == terminal_frame(ending, "e-run")  # type: ignore[arg-type]
     else:
-        assert end.kind == "done"
+        assert end == terminal_frame("done", "e-run")

@@ -17,12 +17,11 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._serde import dumps
 from ..sessions import GetSessionConfig
-from ._live import Frame, SessionKey
+from ._live import Frame, SessionKey, invocation_of
 
 if TYPE_CHECKING:
     from ..sessions._postgres import PostgresSessionService
@@ -50,12 +49,25 @@ END_WAIT = 2.0
 lease (a process that died announces nothing: its followers then end with ``done``)."""
 
 
-@attrs.define(eq=False)
 class RemoteEnd:
-    """Set once a run of the watched session ended in another process (with its frame)."""
+    """The runs of the watched session that ended in other processes while the watch lasts:
+    each one's terminal frame, by invocation id (a follower waits for the run it follows)."""
 
-    ended: trio.Event = attrs.field(factory=trio.Event)
-    frame: Frame | None = None
+    def __init__(self) -> None:
+        self.frames: dict[str | None, Frame] = {}
+        self._arrived = trio.Event()
+
+    def add(self, frame: Frame) -> None:
+        """``frame`` ended a run of the session in another process."""
+        self.frames[invocation_of(frame)] = frame
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    async def wait(self, invocation_id: str | None) -> Frame:
+        """The terminal frame of ``invocation_id``, once another process announced it."""
+        while invocation_id not in self.frames:
+            await self._arrived.wait()
+        return self.frames[invocation_id]
 
 
 class LocalCluster:
@@ -184,8 +196,7 @@ class PostgresCluster(LocalCluster):
         if key not in core.live:
             core.remember(key, frame)
         for remote in self._watchers.get(key, ()):
-            remote.frame = frame
-            remote.ended.set()
+            remote.add(frame)
 
     # -- what the routes ask -------------------------------------------------------------------
 
