@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serving import Served, postgres_uri, served
 from tests.server.test_processes import Frame, frames
+from tests.serving import Served, postgres_uri, served
 
 APPS = "tests/cluster_apps"
 TIMEOUT = httpx.Timeout(30)

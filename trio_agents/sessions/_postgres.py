@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import threading
@@ -179,7 +180,11 @@ class PostgresSessionService(SqlSessionService):
             return revision  # type: ignore[no-any-return]
         async with self._slots:
             take = functools.partial(_from_pool, self._pool)
-            return await _cancellable(take, self._pool.putconn, fn)
+            retries = self._pool.max_size  # every pooled connection may be stale
+            try:
+                return await _cancellable(take, self._pool.putconn, fn, retries=retries)
+            except psycopg.OperationalError as exc:
+                raise _unreachable(exc) from exc
 
     async def _ensure_open(self) -> str:
         """Create or migrate the tables (once), open the pool; the current schema's name."""
@@ -189,7 +194,10 @@ class PostgresSessionService(SqlSessionService):
             if self._schema is None:
                 # A connect or a migration cannot be interrupted: a cancelled caller leaves it
                 # to finish (or fail) on its own.
-                schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
+                try:
+                    schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
+                except psycopg.OperationalError as exc:
+                    raise _unreachable(exc) from exc
                 await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=False))
                 self._schema = schema
             return self._schema
@@ -444,6 +452,8 @@ class _Call:
     conn: Any = None
     cancelled: bool = False
     raise_cancel: Any = None
+    sent: bool = False
+    """Whether the job sent a statement (else a lost connection left nothing to undo)."""
 
     def check(self) -> None:
         if self.cancelled:
@@ -461,18 +471,25 @@ class _Guarded:
 
     def execute(self, query: Any, params: Any = None) -> Any:
         self._call.check()
+        self._call.sent = True
         return self._conn.execute(query, params)
 
 
 async def _cancellable(
-    acquire: Callable[[_Call], Any], release: Callable[[Any], None], fn: Callable[[Any], T]
+    acquire: Callable[[_Call], Any],
+    release: Callable[[Any], None],
+    fn: Callable[[Any], T],
+    *,
+    retries: int = 0,
 ) -> T:
     """Run ``fn(conn)`` in a transaction in a worker thread on ``acquire(call)``'s connection.
 
     A Trio cancellation stops the call: before the transaction it starts nothing; during a
     statement the server is asked to cancel it (repeatedly, until the call ends: a request that
     arrives between statements is dropped); the transaction then rolls back and the caller sees
-    ``Cancelled``. A call that committed anyway returns its result.
+    ``Cancelled``. A call that committed anyway returns its result. A connection found lost
+    before ``fn`` sent anything (a pooled one whose server process was terminated, or a server
+    restarted since) is given back and the call starts again on the next one, ``retries`` times.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     call = _Call()
@@ -481,11 +498,16 @@ async def _cancellable(
 
     def work() -> T:
         try:
-            conn = acquire(call)
-            try:
-                return _transaction(conn, call, fn)
-            finally:
-                release(conn)
+            for attempt in itertools.count():
+                conn = acquire(call)
+                try:
+                    return _transaction(conn, call, fn)
+                except psycopg.OperationalError:
+                    if attempt >= retries or call.sent or not _lost(conn):
+                        raise
+                finally:
+                    release(conn)
+            raise AssertionError("unreachable")  # pragma: no cover
         finally:
             call.done.set()
 
@@ -520,6 +542,19 @@ def _transaction(conn: Any, call: _Call, fn: Callable[[Any], T]) -> T:
     finally:
         with call.lock:
             call.conn = None
+
+
+def _lost(conn: Any) -> bool:
+    """Whether ``conn`` is closed or broken (its server process is gone)."""
+    return bool(conn.closed or conn.broken)
+
+
+def _unreachable(exc: Exception) -> StoreUnavailableError:
+    """The error of a transaction that failed because the database could not be reached."""
+    return StoreUnavailableError(
+        f"the PostgreSQL session store is unreachable ({str(exc).strip()}); retry shortly",
+        session_id="",
+    )
 
 
 def _cancel_until_done(call: _Call) -> None:

@@ -1,0 +1,71 @@
+"""PostgreSQL connections that die under the service: terminated server processes (an operator's
+``pg_terminate_backend``, ``idle_session_timeout``, a restart), an unreachable database.
+
+A connection found dead before anything was sent on it is replaced; anything else the database
+cannot answer is :class:`~trio_agents.StoreUnavailableError` (the server's 503), never a raw
+driver error (the server's 500).
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+from tests.pg_cluster import ensure_cluster
+from trio_agents import StoreUnavailableError
+from trio_agents.sessions import PostgresSessionService
+
+KEY: dict[str, Any] = {"app_name": "app", "user_id": "u"}
+
+
+@pytest.fixture
+async def dsn() -> str:
+    name = f"outage_{uuid.uuid4().hex[:8]}"
+    return f"{await trio.to_thread.run_sync(ensure_cluster)} application_name={name}"
+
+
+def terminate(dsn: str) -> int:
+    """Terminate every server process of ``dsn``'s ``application_name``; how many there were."""
+    name = dsn.rsplit("application_name=", 1)[1]
+    with psycopg.connect(dsn.replace(name, "admin"), autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (name,),
+        ).fetchall()
+        while admin.execute(  # gone from the server's view once each has exited
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchone()[0]:
+            pass
+    return len(rows)
+
+
+async def test_pooled_connections_terminated_while_idle_are_replaced(dsn: str) -> None:
+    async with PostgresSessionService(dsn, min_size=4, max_size=4) as service:
+        async with trio.open_nursery() as nursery:  # four pooled connections in use once
+            for n in range(8):
+                nursery.start_soon(lambda n=n: service.create_session(**KEY, session_id=f"s{n}"))
+        assert await trio.to_thread.run_sync(terminate, dsn) >= 4
+        for n in range(8):  # each stale connection is found dead at BEGIN, and replaced
+            session = await service.get_session(**KEY, session_id=f"s{n}")
+            assert session is not None and session.id == f"s{n}"
+        await service.create_session(**KEY, session_id="after")
+        assert [s.id for s in await service.list_sessions(**KEY)][-1] == "after"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # nothing listens on it once the socket is closed
+
+
+async def test_an_unreachable_database_is_unavailable_not_a_driver_error() -> None:
+    dsn = f"host=127.0.0.1 port={closed_port()} user=postgres dbname=x connect_timeout=2"
+    async with PostgresSessionService(dsn) as service:
+        with pytest.raises(StoreUnavailableError, match="unreachable"):
+            await service.get_session(**KEY, session_id="s")
