@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from tests.pg_cluster import ensure_cluster
-from trio_agents import StoreUnavailableError
+from trio_agents import Event, StoreUnavailableError
 from trio_agents.sessions import PostgresSessionService
 
 KEY: dict[str, Any] = {"app_name": "app", "user_id": "u"}
@@ -55,6 +55,17 @@ async def test_pooled_connections_terminated_while_idle_are_replaced(dsn: str) -
             assert session is not None and session.id == f"s{n}"
         await service.create_session(**KEY, session_id="after")
         assert [s.id for s in await service.list_sessions(**KEY)][-1] == "after"
+
+
+async def test_an_append_connection_terminated_while_idle_is_replaced(dsn: str) -> None:
+    async with PostgresSessionService(dsn) as service:
+        session = await service.create_session(**KEY, session_id="s")
+        await service.append_event(session, Event(author="user", invocation_id="e-1"))
+        assert await trio.to_thread.run_sync(terminate, dsn) >= 2  # the pool's, the appends'
+        for n in range(3):
+            await service.append_event(session, Event(author="a", invocation_id="e-1"))
+        stored = await service.get_session(**KEY, session_id="s")
+    assert stored is not None and len(stored.events) == 4 and stored.revision == 4
 
 
 def closed_port() -> int:
