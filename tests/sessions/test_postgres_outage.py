@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from tests.pg_cluster import ensure_cluster
-from trio_agents import Event, StoreUnavailableError
+from trio_agents import Event, SessionBusyError, StoreUnavailableError
 from trio_agents.sessions import PostgresSessionService
 
 KEY: dict[str, Any] = {"app_name": "app", "user_id": "u"}
@@ -62,7 +62,7 @@ async def test_an_append_connection_terminated_while_idle_is_replaced(dsn: str) 
         session = await service.create_session(**KEY, session_id="s")
         await service.append_event(session, Event(author="user", invocation_id="e-1"))
         assert await trio.to_thread.run_sync(terminate, dsn) >= 2  # the pool's, the appends'
-        for n in range(3):
+        for _ in range(3):
             await service.append_event(session, Event(author="a", invocation_id="e-1"))
         stored = await service.get_session(**KEY, session_id="s")
     assert stored is not None and len(stored.events) == 4 and stored.revision == 4
@@ -80,3 +80,52 @@ async def test_an_unreachable_database_is_unavailable_not_a_driver_error() -> No
     async with PostgresSessionService(dsn) as service:
         with pytest.raises(StoreUnavailableError, match="unreachable"):
             await service.get_session(**KEY, session_id="s")
+
+
+def with_options(dsn: str, options: str) -> str:
+    """``dsn`` whose server options (the test schema's ``search_path``) include ``options``."""
+    head, _, search_path = dsn.partition(" options=")
+    name = search_path.split(" ", 1)
+    return f"{head} options='{options} {name[0]}' {name[1] if len(name) > 1 else ''}".strip()
+
+
+async def test_a_held_lease_outlives_the_databases_idle_session_timeout(dsn: str) -> None:
+    """An operator's ``idle_session_timeout`` ends idle sessions: not a lock's connection,
+    which idles while its run goes on (its lock would go with it, the run still in flight)."""
+    idling = with_options(dsn, "-cidle_session_timeout=200")
+    async with PostgresSessionService(idling) as holder, PostgresSessionService(dsn) as other:
+        async with holder.lease(**KEY, session_id="s"):
+            await trio.sleep(0.6)  # three timeouts of idling: the server's clock, not ours
+            assert await other.lease_held(**KEY, session_id="s")
+            with pytest.raises(SessionBusyError):
+                async with other.lease(**KEY, session_id="s"):
+                    pass  # pragma: no cover
+        assert not await other.lease_held(**KEY, session_id="s")
+
+
+async def test_a_lock_connection_terminated_while_idle_is_replaced(dsn: str) -> None:
+    async with PostgresSessionService(dsn) as service:
+        async with service.lease(**KEY, session_id="s"):
+            pass  # a shared lock connection stays open, idle
+        assert service._shared.connections == 1
+        assert await trio.to_thread.run_sync(terminate, dsn) >= 2
+        async with service.lease(**KEY, session_id="s"):
+            assert await service.lease_held(**KEY, session_id="s")
+
+
+async def test_lock_connections_are_ended_by_the_server_when_their_client_goes_silent(
+    dsn: str,
+) -> None:
+    """A dead machine's locks are freed within seconds: the server probes a lock connection
+    that idles (TCP keepalives), where the operating system's default waits for hours."""
+    async with PostgresSessionService(dsn) as service, service.lease(**KEY, session_id="s"):
+        conn = service._shared._open[0].conn
+        row = await trio.to_thread.run_sync(
+            lambda: conn.execute(
+                "SELECT current_setting('tcp_keepalives_idle'),"
+                " current_setting('tcp_keepalives_interval'),"
+                " current_setting('tcp_keepalives_count'),"
+                " current_setting('idle_session_timeout')"
+            ).fetchone()
+        )
+    assert row == ("10", "5", "3", "0")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import json
 import logging
 from collections.abc import Iterator
@@ -145,14 +144,12 @@ class PostgresCluster(LocalCluster):
     ) -> None:
         """Keep a connection listening (connecting again when it is lost); started once the
         first attempt to listen succeeded or failed."""
-        import psycopg
 
         started = False
         while True:
             try:
                 channel = await self._service.signal_channel()
-                connect = functools.partial(psycopg.connect, self._service.dsn, autocommit=True)
-                conn = await trio.to_thread.run_sync(connect)
+                conn = await trio.to_thread.run_sync(self._service.held_connection)
                 try:
                     await trio.to_thread.run_sync(_listen_on, conn, channel)
                     if not started:

@@ -48,7 +48,12 @@ from ._event_cache import (
 )
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
-from ._pg_locks import SharedLockConnections, open_lock_connection
+from ._pg_locks import (
+    LockConnection,
+    SharedLockConnections,
+    keep_holding,
+    open_lock_connection,
+)
 from ._sql import Job, Scopes, SqlSessionService
 
 try:
@@ -298,25 +303,50 @@ class PostgresSessionService(SqlSessionService):
     @contextlib.asynccontextmanager
     async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
         """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
-        shared = await self._shared.take(session_id)
+        shared = await self._locked(session_id, lock)
         try:
+            try:
+                yield
+            finally:  # unlocked before the lease returns: free at once for any process
+                await shared.call(functools.partial(_unlock, lock=lock))
+        finally:  # the error leaving the block stays the error
+            await self._give_back(shared)
+
+    async def _locked(self, session_id: str, lock: int) -> LockConnection:
+        """A shared connection on which ``lock`` is now held. A connection found lost (its
+        server process terminated while it sat idle, or the server restarted) is dropped and
+        the lock tried on another one: every open one may be lost, then a new one is opened.
+
+        Raises:
+            SessionBusyError: another holder has the lock.
+            StoreUnavailableError: the lock could not be taken on a live connection.
+        """
+        tries = self._shared.connections + 1
+        for attempt in itertools.count(1):
+            shared = await self._shared.take(session_id)
             try:
                 held = await shared.call(functools.partial(_lock, lock=lock, wait=False))
             except psycopg.OperationalError as exc:
+                await self._give_back(shared)
+                if shared.broken and attempt < tries:
+                    continue
                 raise StoreUnavailableError(
                     f"Session {session_id}: the run's lock could not be taken "
                     f"({str(exc).strip()}); retry shortly",
                     session_id=session_id,
                 ) from exc
-            if not held:
-                raise SessionBusyError(session_id)
-            try:
-                yield
-            finally:  # unlocked before the lease returns: free at once for any process
-                await shared.call(functools.partial(_unlock, lock=lock))
-        finally:
-            with trio.CancelScope(shield=True):  # the error leaving the block stays the error
-                await self._shared.give_back(shared)
+            except BaseException:
+                await self._give_back(shared)
+                raise
+            if held:
+                return shared
+            await self._give_back(shared)
+            raise SessionBusyError(session_id)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _give_back(self, shared: LockConnection) -> None:
+        with trio.CancelScope(shield=True):
+            await self._shared.give_back(shared)
 
     async def lease_held(self, *, app_name: str, user_id: str, session_id: str) -> bool:
         """Whether any process on this database and schema holds the session's lease now."""
@@ -378,9 +408,20 @@ class PostgresSessionService(SqlSessionService):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(conn.close)
 
+    def held_connection(self) -> Any:
+        """A new autocommit connection for locks or ``LISTEN`` (no transaction ever stays open
+        on it), kept however long it idles (see :data:`~._pg_locks.HOLD_SETTINGS`); blocking:
+        call it in a worker thread."""
+        return self._connect()
+
     def _connect(self) -> Any:
-        """An autocommit connection (for locks: no transaction ever stays open on it)."""
-        return psycopg.connect(self.dsn, autocommit=True)
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            keep_holding(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
 
 def _lock_id(schema: str, key: Key) -> int:
