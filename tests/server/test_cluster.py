@@ -14,13 +14,14 @@ from hypothesis import given, settings, strategies as st
 from trio.testing import MockClock
 
 from tests.pg_cluster import ensure_cluster
-from trio_agents import Event
+from trio_agents import Event, FunctionCall
 from trio_agents.artifacts import InMemoryArtifactService
 from trio_agents.server._cluster import (
     CANCEL_REASON,
     MAX_MESSAGE,
     LocalCluster,
     PostgresCluster,
+    _addressed,
     _end_message,
     cluster_of,
 )
@@ -271,3 +272,71 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
         assert end == terminal_frame(ending, "e-run")  # type: ignore[arg-type]
     else:
         assert end == terminal_frame("done", "e-run")
+
+
+LONG = ("app", "u" * 9000, "s")
+"""A session whose key alone is longer than a notification may be (ids are as long as a
+request allows)."""
+
+
+def test_every_end_message_fits_a_notification_whatever_its_session_and_calls() -> None:
+    calls = [FunctionCall(id=f"c{n}", name="approve", args={"doc": "x" * 3000}) for n in range(4)]
+    paused = terminal_frame("done", "e-1", waiting_for=calls)
+    for key in (KEY, LONG):
+        text = _end_message(key, paused)
+        assert text is not None and len(text.encode()) <= MAX_MESSAGE
+        message = json.loads(text)
+        assert message.get("key", list(LONG)) == list(key)
+        data = json.loads(message["data"])
+        assert data["paused"] and data["invocationId"] == "e-1"
+        assert [c["id"] for c in data["waitingFor"]] == ["c0", "c1", "c2", "c3"]
+    short = json.loads(_end_message(KEY, terminal_frame("done", "e-1")) or "")
+    assert short["key"] == list(KEY)
+
+
+async def test_a_session_with_a_long_key_is_cancelled_and_its_end_reaches_followers(
+    dsn: str,
+) -> None:
+    """Two clusters on one database, as two processes: a cancel and an end announced by one
+    reach the run and the follower of the other, for a key too long to name in a message."""
+    async with PostgresSessionService(dsn) as service, trio.open_nursery() as nursery:
+        here, there = PostgresCluster(service), PostgresCluster(service)
+        core = FakeCore()
+        for cluster in (here, there):
+            await nursery.start(cluster.serve, core)
+        core.live[LONG] = run = FakeRun("e-1")
+        there.registered(cast(ServerCore, core), LONG)
+        with here.watch(LONG) as remote:
+            await service.signal(
+                json.dumps({"op": "cancel", **_addressed(LONG), "invocationId": "e-1"})
+            )
+            there.ended(LONG, terminal_frame("cancelled", "e-1"))
+            with trio.fail_after(10):
+                frame = await remote.wait("e-1")
+        assert frame == terminal_frame("cancelled", "e-1")
+        assert run.cancelled == [CANCEL_REASON]
+        nursery.cancel_scope.cancel()
+
+
+class FailingOnce:
+    """A store whose ``signal`` refuses a batch holding ``bad`` (as PostgreSQL refuses a too
+    long payload), and records what it sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def signal(self, *messages: str) -> None:
+        await trio.lowlevel.checkpoint()
+        if "bad" in messages:
+            raise ValueError("payload string too long")
+        self.sent.extend(messages)
+
+
+async def test_a_message_that_cannot_be_sent_does_not_sink_the_others() -> None:
+    service = FailingOnce()
+    cluster = PostgresCluster(cast(PostgresSessionService, service))
+    for message in ("m0", "bad", "m1"):
+        cluster._outbox.send_nowait(message)
+    cluster._outbox.close()
+    await cluster._send_all()
+    assert service.sent == ["m0", "m1"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Iterator
@@ -42,6 +43,8 @@ PENDING_CANCELS = 1024
 """Cancels remembered for runs this process has not registered yet."""
 MAX_MESSAGE = 7000
 """Bytes of a message at most (PostgreSQL's limit is 8000); longer error texts are cut."""
+KEY_BYTES = 1024
+"""Bytes of a session's key (as JSON) a message names it by at most; longer: by digest alone."""
 CANCEL_REASON = "run cancelled through the API"
 END_WAIT = 2.0
 """Seconds a follower waits for the announced end of a run of another process that released its
@@ -112,7 +115,11 @@ class PostgresCluster(LocalCluster):
         self._service = service
         self._outbox, self._outgoing = trio.open_memory_channel[str](OUTBOX)
         self._watchers: dict[SessionKey, set[RemoteEnd]] = {}
-        self._pending: collections.OrderedDict[SessionKey, str] = collections.OrderedDict()
+        self._pending: collections.OrderedDict[str, str] = collections.OrderedDict()
+        """Cancels for runs not registered yet: invocation id by session digest."""
+        self._long: dict[str, tuple[SessionKey, int]] = {}
+        """The sessions messages name by digest alone (see :func:`_addressed`) that runs or
+        followers here care about, by digest: the key and how many care."""
 
     # -- the lifespan task -------------------------------------------------------------------
 
@@ -134,10 +141,19 @@ class PostgresCluster(LocalCluster):
                     messages.append(self._outgoing.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            try:
-                await self._service.signal(*messages)
-            except Exception as exc:  # the store is down: followers fall back on the lease
-                logger.warning("could not notify the other servers (%s)", exc)
+            await self._signal(messages)
+
+    async def _signal(self, messages: list[str]) -> None:
+        """Send ``messages`` together; when that fails, each alone (one that cannot be sent
+        does not keep the others from going)."""
+        try:
+            await self._service.signal(*messages)
+        except Exception as exc:  # the store is down: followers fall back on the lease
+            if len(messages) > 1:
+                for message in messages:
+                    await self._signal([message])
+                return
+            logger.warning("could not notify the other servers (%s)", exc)
 
     async def _listen(
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -171,21 +187,27 @@ class PostgresCluster(LocalCluster):
     def _dispatch(self, core: ServerCore, payload: str) -> None:
         try:
             message = json.loads(payload)
-            key: SessionKey = tuple(message["key"])
+            named = message.get("key")
+            key: SessionKey | None = (
+                tuple(named) if named else self._long.get(message["digest"], (None, 0))[0]
+            )
+            digest = message.get("digest") or _digest(tuple(named))
             if message["op"] == "cancel":
-                self._cancel_here(core, key, message["invocationId"])
-            elif message["op"] == "end":
+                self._cancel_here(core, key, digest, message["invocationId"])
+            elif message["op"] == "end" and key is not None:  # else no one here cares
                 self._ended_there(core, key, Frame(message["kind"], message["data"]))
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("ignored a malformed message from another server (%s)", exc)
 
-    def _cancel_here(self, core: ServerCore, key: SessionKey, invocation_id: str) -> None:
-        live = core.live.get(key)
+    def _cancel_here(
+        self, core: ServerCore, key: SessionKey | None, digest: str, invocation_id: str
+    ) -> None:
+        live = None if key is None else core.live.get(key)
         if live is not None and live.invocation_id == invocation_id:
             live.cancel(CANCEL_REASON)
             return
-        self._pending[key] = invocation_id  # it may be ours, not registered yet
-        self._pending.move_to_end(key)
+        self._pending[digest] = invocation_id  # it may be ours, not registered yet
+        self._pending.move_to_end(digest)
         while len(self._pending) > PENDING_CANCELS:
             self._pending.popitem(last=False)
 
@@ -219,21 +241,26 @@ class PostgresCluster(LocalCluster):
             return False
         if not await self.in_flight_elsewhere(key):
             return False
-        message = {"op": "cancel", "key": list(key), "invocationId": invocation_id}
+        message = {"op": "cancel", **_addressed(key), "invocationId": invocation_id}
         await self._service.signal(dumps(message))
         return True
 
     def registered(self, core: ServerCore, key: SessionKey) -> None:
+        digest = self._care(key)
         live = core.live.get(key)
-        wanted = self._pending.get(key)
+        wanted = self._pending.get(digest)
         if live is not None and wanted is not None and wanted == live.invocation_id:
-            del self._pending[key]
+            del self._pending[digest]
             live.cancel(CANCEL_REASON)
 
     def ended(self, key: SessionKey, terminal: Frame) -> None:
-        self._pending.pop(key, None)
+        self._pending.pop(self._forget(key), None)
+        message = _end_message(key, terminal)
+        if message is None:
+            logger.warning("the end of a run is too long to announce (ids of several KB)")
+            return
         try:
-            self._outbox.send_nowait(_end_message(key, terminal))
+            self._outbox.send_nowait(message)
         except trio.WouldBlock:
             logger.warning("too many announcements waiting; the end of a run went unannounced")
 
@@ -242,12 +269,33 @@ class PostgresCluster(LocalCluster):
         remote = RemoteEnd()
         watchers = self._watchers.setdefault(key, set())
         watchers.add(remote)
+        self._care(key)
         try:
             yield remote
         finally:
+            self._forget(key)
             watchers.discard(remote)
             if not watchers:
                 self._watchers.pop(key, None)
+
+    def _care(self, key: SessionKey) -> str:
+        """A run or follower here cares about ``key``: resolve its digest; the digest."""
+        digest = _digest(key)
+        if "key" not in _addressed(key):
+            _, count = self._long.get(digest, (key, 0))
+            self._long[digest] = (key, count + 1)
+        return digest
+
+    def _forget(self, key: SessionKey) -> str:
+        """One that cared about ``key`` no longer does; its digest."""
+        digest = _digest(key)
+        if digest in self._long:
+            _, count = self._long[digest]
+            if count > 1:
+                self._long[digest] = (key, count - 1)
+            else:
+                del self._long[digest]
+        return digest
 
 
 def _listen_on(conn: Any, channel: str) -> None:
@@ -261,18 +309,51 @@ def _drain(conn: Any) -> list[str]:
     return [notify.payload for notify in conn.notifies(timeout=LISTEN_WAIT)]
 
 
-def _end_message(key: SessionKey, terminal: Frame) -> str:
-    message: dict[str, Any] = {"op": "end", "key": list(key), "kind": terminal.kind}
-    text = dumps({**message, "data": terminal.data})
-    if len(text.encode()) <= MAX_MESSAGE:
-        return text
-    data = json.loads(terminal.data)  # an error frame: cut its texts
+def _digest(key: SessionKey) -> str:
+    """A session's fixed-size name in messages."""
+    return hashlib.blake2b(dumps(list(key)).encode(), digest_size=16).hexdigest()
+
+
+def _addressed(key: SessionKey) -> dict[str, Any]:
+    """How a message names a session: its digest, and its key unless that is long (ids can be
+    as long as a request allows; a message is at most :data:`MAX_MESSAGE` bytes)."""
+    named: dict[str, Any] = {"digest": _digest(key)}
+    key_list = list(key)
+    if len(dumps(key_list).encode()) <= KEY_BYTES:
+        named["key"] = key_list
+    return named
+
+
+def _end_message(key: SessionKey, terminal: Frame) -> str | None:
+    """The announcement of ``terminal`` (its texts cut, then the calls it waits for reduced to
+    their ids and names, until it fits a message); None if even that does not fit."""
+    message: dict[str, Any] = {"op": "end", **_addressed(key), "kind": terminal.kind}
+    for data in _shortened(terminal.data):
+        text = dumps({**message, "data": data})
+        if len(text.encode()) <= MAX_MESSAGE:
+            return text
+    return None
+
+
+def _shortened(text: str) -> Iterator[str]:
+    """A terminal frame's data, then shorter forms of it."""
+    yield text
+    data = json.loads(text)
     cut = MAX_MESSAGE // 8
-    data["error"] = str(data.get("error", ""))[:cut]
+    if "error" in data:
+        data["error"] = str(data["error"])[:cut]
     details = data.get("errorDetails")
     if isinstance(details, dict):
         details["message"] = str(details.get("message", ""))[:cut]
-    return dumps({**message, "data": dumps(data)})
+    yield dumps(data)
+    calls = data.get("waitingFor")
+    if isinstance(calls, list):
+        data["waitingFor"] = [
+            {"id": c.get("id"), "name": c.get("name")} for c in calls if isinstance(c, dict)
+        ]
+        yield dumps(data)
+        del data["waitingFor"]
+        yield dumps(data)
 
 
 def cluster_of(service: object) -> LocalCluster:
