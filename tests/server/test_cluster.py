@@ -183,10 +183,16 @@ class LeaseFlag:
 
     def __init__(self) -> None:
         self.held = True
+        self.who = "a"
+        """The process holding it (while held)."""
 
     async def lease_held(self, **key: str) -> bool:
         await trio.lowlevel.checkpoint()
         return self.held
+
+    async def lease_holder(self, **key: str) -> str | None:
+        await trio.lowlevel.checkpoint()
+        return self.who if self.held else None
 
 
 @settings(max_examples=80, deadline=None)
@@ -235,7 +241,7 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
 
         async def third_process() -> None:
             await trio.sleep(pauses[9])
-            flag.held = True
+            flag.held, flag.who = True, "b"
             for _ in range(2):
                 await store.append_event(session, Event(author="b", invocation_id="e-next"))
             flag.held = False

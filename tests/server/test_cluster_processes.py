@@ -9,7 +9,9 @@ process is a real subprocess on 127.0.0.1; waits are polls with short timeouts.
 from __future__ import annotations
 
 import contextlib
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,6 +82,15 @@ class Follower:
         assert not self._thread.is_alive(), f"the follower never ended: {self.frames}"
         return self.frames
 
+    def engaged(self, primary: Primary, timeout: float = 30) -> None:
+        """Wait until the follower received an event the run committed after it came (it
+        follows the run in flight, not one after it)."""
+        wanted = len(committed(primary.frames)) + 2  # the user's message is not streamed
+        deadline = time.monotonic() + timeout
+        while len(self.frames) < wanted:
+            assert time.monotonic() < deadline, "the follower received nothing new"
+            time.sleep(0.02)
+
 
 def committed(stream: list[Frame]) -> list[Frame]:
     return [f for f in stream if f[0] == "message" and not f[2].get("partial")]
@@ -109,3 +120,117 @@ def test_a_follower_ends_with_the_run_it_follows_when_the_next_turn_starts_at_on
     run_one = [event["id"] for event in stored if event["invocationId"] == invocation_id]
     assert [f[2]["id"] for f in followed[:-1]] == run_one
     assert [f[1] for f in followed[:-1]] == [str(n) for n in range(1, len(run_one) + 1)]
+
+
+class Primary:
+    """A ``/run_sse`` read whole in a thread: its client stays connected whatever its server
+    does (killed, frozen)."""
+
+    def __init__(self, client: httpx.Client, body: dict[str, Any]) -> None:
+        self.frames: list[Frame] = []
+        self._first = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(client, body), daemon=True)
+        self._thread.start()
+        assert self._first.wait(30), "the run never committed an event"
+
+    def _read(self, client: httpx.Client, body: dict[str, Any]) -> None:
+        try:
+            with client.stream("POST", "/run_sse", json=body) as response:
+                for frame in frames(response):
+                    self.frames.append(frame)
+                    if committed(self.frames):
+                        self._first.set()
+        except httpx.HTTPError:
+            pass  # its server died
+        finally:
+            self._first.set()
+
+    def result(self, timeout: float = 30) -> list[Frame]:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the run never ended: {self.frames[-3:]}"
+        return self.frames
+
+
+@pytest.fixture
+def doomed(servers: list[Served]) -> Iterator[tuple[Served, httpx.Client]]:
+    """A fourth process on the same database, for a test to kill or freeze."""
+    uri = servers[0].process.args[-3]  # type: ignore[index]
+    with served("api-server", APPS, "--session-service", uri) as server:
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            yield server, client
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGCONT)
+            server.stop()
+        else:  # killed: read what it wrote, which closes its pipe
+            server.process.communicate(timeout=10)
+
+
+def next_turn(
+    client: httpx.Client, session_id: str, within: float, ticks: int = 2, gap: float = 0
+) -> list[Frame]:
+    """A turn sent until it is accepted (409 while the lock is held), within ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        response = client.post("/run_sse", json=tick_body(session_id, ticks, gap))
+        if response.status_code == 200:
+            return list(frames(response))
+        assert response.status_code == 409, response.text
+        assert response.headers["retry-after"] == "1"
+        assert time.monotonic() < deadline, "the session stayed locked"
+        time.sleep(0.05)
+
+
+def test_a_run_whose_process_is_killed_frees_its_session_and_its_followers(
+    doomed: tuple[Served, httpx.Client], clients: list[httpx.Client]
+) -> None:
+    """SIGKILL mid-run: the next turn is accepted at once on another process, the follower there
+    ends with ``done`` for the dead run (not the next turn's end), and the store holds what the
+    run's client received, then the next turn."""
+    server, client = doomed
+    one, two, _ = clients
+    session_id = one.post(TICKER, json={}).json()["id"]
+    primary = Primary(client, tick_body(session_id, 300, 0.05))
+    follower = Follower(two, f"{TICKER}/{session_id}/events")
+    follower.engaged(primary)
+    invocation_id = committed(primary.frames)[0][2]["invocationId"]
+    server.process.send_signal(signal.SIGKILL)
+    second = next_turn(one, session_id, within=10)
+    followed = follower.result()
+    received = committed(primary.result())
+    stored = one.get(f"{TICKER}/{session_id}").json()["events"]
+
+    assert second[-1][0] == "done"
+    assert followed[-1] == ("done", None, {"invocationId": invocation_id})
+    dead_run = [e["id"] for e in stored if e["invocationId"] == invocation_id]
+    assert [f[2]["id"] for f in followed[:-1]] == dead_run
+    assert [f[2]["id"] for f in received] == dead_run[1 : 1 + len(received)]
+    assert stored[: len(dead_run)] == [e for e in stored if e["invocationId"] == invocation_id]
+
+
+def test_a_frozen_process_keeps_its_session_and_obeys_a_cancel_once_it_resumes(
+    doomed: tuple[Served, httpx.Client], clients: list[httpx.Client]
+) -> None:
+    """SIGSTOP mid-run: the session stays locked (409 elsewhere), a cancel sent elsewhere is
+    accepted; on SIGCONT the run ends ``cancelled``, for its client and a follower elsewhere."""
+    server, client = doomed
+    one, two, three = clients
+    session_id = one.post(TICKER, json={}).json()["id"]
+    primary = Primary(client, tick_body(session_id, 300, 0.05))
+    follower = Follower(two, f"{TICKER}/{session_id}/events")
+    follower.engaged(primary)
+    invocation_id = committed(primary.frames)[0][2]["invocationId"]
+    server.process.send_signal(signal.SIGSTOP)
+    try:
+        refused = three.post("/run_sse", json=tick_body(session_id, 1, 0))
+        assert refused.status_code == 409 and refused.headers["retry-after"] == "1"
+        cancel = f"{TICKER}/{session_id}/invocations/{invocation_id}/cancel"
+        assert three.post(cancel).status_code == 202
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+    ending = primary.result()[-1]
+    followed = follower.result()
+    second = next_turn(one, session_id, within=10)
+
+    assert ending[0] == "cancelled" and ending[2]["invocationId"] == invocation_id
+    assert followed[-1] == ending
+    assert second[-1][0] == "done"

@@ -89,6 +89,12 @@ class LocalCluster:
         await trio.lowlevel.checkpoint()
         return False
 
+    async def holder(self, key: SessionKey) -> object | None:
+        """Who holds ``key``'s lease now, as far as the processes share (None: free, or alone);
+        another holder is another run."""
+        await trio.lowlevel.checkpoint()
+        return None
+
     async def cancel_elsewhere(self, key: SessionKey, invocation_id: str) -> bool:
         """Ask the process running ``invocation_id`` to cancel it; False when none does."""
         await trio.lowlevel.checkpoint()
@@ -222,6 +228,12 @@ class PostgresCluster(LocalCluster):
     async def in_flight_elsewhere(self, key: SessionKey) -> bool:
         app_name, user_id, session_id = key
         return await self._service.lease_held(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def holder(self, key: SessionKey) -> object | None:
+        app_name, user_id, session_id = key
+        return await self._service.lease_holder(
             app_name=app_name, user_id=user_id, session_id=session_id
         )
 

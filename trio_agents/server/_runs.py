@@ -753,8 +753,12 @@ class _Followed:
     seen: int
     last: int
     invocation_id: str | None
+    holder: object | None = None
+    """Who held the lease when the follower came."""
     confirmed: bool = False
     over: bool = False
+    freed: bool = False
+    """The lease was seen free since: a run of another invocation is a later turn."""
 
 
 async def _follow_elsewhere(
@@ -773,12 +777,16 @@ async def _follow_elsewhere(
     last, newest = await _send_stored(core, key, events, after, send)
     newest_id = None if newest is None else newest.invocation_id
     in_flight = None if _ends(core.outcomes.get(key), newest_id) else newest_id
-    followed = _Followed(len(events), last, in_flight)
+    holder = await core.cluster.holder(key)
+    followed = _Followed(len(events), last, in_flight, holder)
     while followed.invocation_id not in remote.frames:
         with trio.move_on_after(REMOTE_POLL):
             await remote.wait(followed.invocation_id)
         await _advance(core, key, remote, followed, send)
-        if followed.over or not await core.cluster.in_flight_elsewhere(key):
+        if followed.over:
+            break
+        if await core.cluster.holder(key) is None:
+            followed.freed = True
             break
     await _advance(core, key, remote, followed, send)  # what it stored before the lease went
     if followed.invocation_id is None:  # nothing of the run in flight was stored
@@ -796,16 +804,27 @@ async def _advance(
     """Send what the run followed stored since the follower last looked; when a run of another
     invocation stored an event and the one followed was not in flight, follow that one."""
     await _replay_run(core, key, followed, send)
-    if followed.over and not await _was_in_flight(core, remote, followed):
+    if (
+        followed.over
+        and not followed.freed
+        and not await _was_in_flight(core, key, remote, followed)
+    ):
         followed.invocation_id, followed.over = None, False
         await _replay_run(core, key, followed, send)
 
 
-async def _was_in_flight(core: ServerCore, remote: RemoteEnd, followed: _Followed) -> bool:
+async def _was_in_flight(
+    core: ServerCore, key: SessionKey, remote: RemoteEnd, followed: _Followed
+) -> bool:
     """Whether the run followed was the one in flight when the follower came, now that a run
-    of another invocation stored an event: it was if an event of it was stored since, or if
-    its end is announced (at most ``end_wait`` later); else it had ended unannounced before."""
+    of another invocation stored an event: it was if an event of it was stored since, if
+    another holder has the lease now (the holder then let go: it died, as it announced no
+    end), or if its end is announced (at most ``end_wait`` later); else it had ended
+    unannounced before."""
     if followed.confirmed:
+        return True
+    holder = await core.cluster.holder(key)
+    if holder is not None and holder != followed.holder:
         return True
     with trio.move_on_after(core.cluster.end_wait):
         await remote.wait(followed.invocation_id)

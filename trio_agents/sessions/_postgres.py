@@ -354,6 +354,13 @@ class PostgresSessionService(SqlSessionService):
         high, low = _lock_halves(_lock_id(schema, (app_name, user_id, session_id)))
         return await self._run(lambda conn: _lock_granted(conn, high, low))
 
+    async def lease_holder(self, *, app_name: str, user_id: str, session_id: str) -> int | None:
+        """Which connection holds the session's lease now (its server process id; None when
+        free): a run of another holder is another run."""
+        schema = await self._ensure_open()
+        high, low = _lock_halves(_lock_id(schema, (app_name, user_id, session_id)))
+        return await self._run(lambda conn: _lock_holder(conn, high, low))
+
     async def signal_channel(self) -> str:
         """The name of the ``LISTEN``/``NOTIFY`` channel of this database schema's servers."""
         return _channel(await self._ensure_open())
@@ -445,6 +452,16 @@ def _lock_granted(conn: Any, high: int, low: int) -> bool:
         (high, low),
     ).fetchone()
     return bool(row[0])
+
+
+def _lock_holder(conn: Any, high: int, low: int) -> int | None:
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+        (high, low),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _channel(schema: str) -> str:
