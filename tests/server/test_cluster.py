@@ -267,7 +267,9 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
     body, end = frames[:-1], frames[-1]
     assert all(f.kind == "event" for f in body)
     assert end.terminal
-    if ending is None and next_turn:  # the followed run's end is unknown: it may go on
+    released = sum(pauses[:events]) + pauses[6]
+    late = pauses[8] / 10 >= released  # came once e-run let go: it may follow a later turn
+    if next_turn and (ending is None or late):  # e-run's end unknown here, or not followed
         assert [f.seq for f in body] == list(range(after + 1, after + 1 + len(body)))
         assert not body or invocation_of(end) == invocation_of(body[-1])
         return
