@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.server.test_processes import Frame, frames
-from tests.serving import Served, postgres_uri, served
+from tests.serving import Served, served, served_together
 
 APPS = "tests/cluster_apps"
 TIMEOUT = httpx.Timeout(30)
@@ -28,15 +28,8 @@ TICKER = "/apps/ticker/users/u/sessions"
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[list[Served]]:
-    uri = postgres_uri()  # one schema for all three
-    with contextlib.ExitStack() as stack:
-        running = [
-            stack.enter_context(served("api-server", APPS, "--session-service", uri))
-            for _ in range(3)
-        ]
+    with served_together(APPS) as running:
         yield running
-        for server in running:
-            assert server.stop() == 0, server.output
 
 
 @pytest.fixture
@@ -165,6 +158,18 @@ def doomed(servers: list[Served]) -> Iterator[tuple[Served, httpx.Client]]:
             server.process.communicate(timeout=10)
 
 
+def followed_run(
+    creator: httpx.Client, runner: httpx.Client, watcher: httpx.Client
+) -> tuple[str, Primary, Follower]:
+    """A new session with a long run through ``runner`` and a follower through ``watcher``
+    that follows it in flight."""
+    session_id = creator.post(TICKER, json={}).json()["id"]
+    primary = Primary(runner, tick_body(session_id, 300, 0.05))
+    follower = Follower(watcher, f"{TICKER}/{session_id}/events")
+    follower.engaged(primary)
+    return session_id, primary, follower
+
+
 def next_turn(
     client: httpx.Client, session_id: str, within: float, ticks: int = 2, gap: float = 0
 ) -> list[Frame]:
@@ -188,10 +193,7 @@ def test_a_run_whose_process_is_killed_frees_its_session_and_its_followers(
     run's client received, then the next turn."""
     server, client = doomed
     one, two, _ = clients
-    session_id = one.post(TICKER, json={}).json()["id"]
-    primary = Primary(client, tick_body(session_id, 300, 0.05))
-    follower = Follower(two, f"{TICKER}/{session_id}/events")
-    follower.engaged(primary)
+    session_id, primary, follower = followed_run(one, client, two)
     invocation_id = committed(primary.frames)[0][2]["invocationId"]
     server.process.send_signal(signal.SIGKILL)
     second = next_turn(one, session_id, within=10)
@@ -214,10 +216,7 @@ def test_a_frozen_process_keeps_its_session_and_obeys_a_cancel_once_it_resumes(
     accepted; on SIGCONT the run ends ``cancelled``, for its client and a follower elsewhere."""
     server, client = doomed
     one, two, three = clients
-    session_id = one.post(TICKER, json={}).json()["id"]
-    primary = Primary(client, tick_body(session_id, 300, 0.05))
-    follower = Follower(two, f"{TICKER}/{session_id}/events")
-    follower.engaged(primary)
+    session_id, primary, follower = followed_run(one, client, two)
     invocation_id = committed(primary.frames)[0][2]["invocationId"]
     server.process.send_signal(signal.SIGSTOP)
     try:
