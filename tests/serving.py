@@ -92,3 +92,21 @@ def postgres_uri() -> str:
     parts = conninfo_to_dict(ensure_cluster())
     query = urlencode({"options": parts["options"]})
     return f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}?{query}"
+
+
+@contextlib.contextmanager
+def served_together(apps: str, count: int = 3) -> Iterator[list[Served]]:
+    """``count`` ``api-server`` processes serving ``apps`` on one fresh PostgreSQL schema; each
+    must exit cleanly when stopped."""
+    uri = postgres_uri()
+    with contextlib.ExitStack() as stack:
+        running = [
+            stack.enter_context(served("api-server", apps, "--session-service", uri))
+            for _ in range(count)
+        ]
+        try:
+            yield running
+        except BaseException:
+            raise  # each is killed on the way out
+        for server in running:
+            assert server.stop() == 0, server.output

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serving import APPS, Served, postgres_uri, served
+from tests.serving import APPS, Served, served_together
 
 TIMEOUT = httpx.Timeout(30)
 SESSIONS = "/apps/slow/users/u/sessions"
@@ -25,15 +25,8 @@ Frame = tuple[str, str | None, Any]
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[list[Served]]:
-    uri = postgres_uri()  # one schema for all three
-    with contextlib.ExitStack() as stack:
-        running = [
-            stack.enter_context(served("api-server", APPS, "--session-service", uri))
-            for _ in range(3)
-        ]
+    with served_together(APPS) as running:
         yield running
-        for server in running:
-            assert server.stop() == 0, server.output
 
 
 def frames(response: httpx.Response) -> Iterator[Frame]:

@@ -25,6 +25,7 @@ from trio_agents import (
     Runner,
     SessionBusyError,
     StaleSessionError,
+    StoreUnavailableError,
 )
 from trio_agents.sessions import GetSessionConfig, PostgresSessionService
 
@@ -164,8 +165,9 @@ async def test_services_starting_together_on_a_fresh_schema_all_work(dsn: str) -
 
 async def test_an_unreachable_server_is_an_error_naming_it() -> None:
     async with PostgresSessionService("host=127.0.0.1 port=1 user=postgres") as service:
-        with pytest.raises(psycopg.OperationalError, match="port 1"):
+        with pytest.raises(StoreUnavailableError, match="port 1") as raised:
             await service.list_sessions(app_name="a")
+    assert isinstance(raised.value.__cause__, psycopg.OperationalError)
 
 
 async def test_a_window_parses_only_the_events_asked_for(

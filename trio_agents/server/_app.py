@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from .._app import App
-from .._errors import ConfigurationError, SerializationError
+from .._errors import ConfigurationError, SerializationError, StoreUnavailableError
 from ..agents import BaseAgent
 from ..artifacts import ArtifactService, InMemoryArtifactService
 from ..memory import MemoryService
@@ -24,7 +24,15 @@ from ._cluster import cluster_of
 from ._core import ServerCore
 from ._dev import DevRoutes
 from ._direct import ApiApp
-from ._http import BearerAuth, BodyLimits, HTTPError, JsonCors, RefuseNul, error_response
+from ._http import (
+    BearerAuth,
+    BodyLimits,
+    HTTPError,
+    JsonCors,
+    RefuseNul,
+    error_response,
+    unavailable,
+)
 from ._runs import OUTCOME_HEADER, RunRoutes
 from ._sessions import SessionRoutes
 from ._traces import SpanRecorder
@@ -134,6 +142,7 @@ def create_app(
             HTTPError: _http_error,
             HTTPException: _starlette_error,
             SerializationError: _unstorable,
+            StoreUnavailableError: _store_unavailable,
         },
         lifespan=_lifespan_of(core),
     )
@@ -204,6 +213,11 @@ def _http_error(request: Request, exc: Exception) -> Response:
 def _unstorable(request: Request, exc: Exception) -> Response:
     """A value some route let through to a store that refused it: 422 naming where."""
     return error_response(HTTPError(422, str(exc)))
+
+
+def _store_unavailable(request: Request, exc: Exception) -> Response:
+    """The session store cannot answer now (its database is unreachable): 503, retry shortly."""
+    return error_response(unavailable(str(exc)))
 
 
 def _starlette_error(request: Request, exc: Exception) -> Response:

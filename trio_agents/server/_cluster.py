@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import hashlib
-import itertools
 import json
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._serde import dumps
 from ..sessions import GetSessionConfig
-from ._live import Frame, SessionKey
+from ._live import Frame, SessionKey, invocation_of
 
 if TYPE_CHECKING:
     from ..sessions._postgres import PostgresSessionService
@@ -46,18 +43,33 @@ PENDING_CANCELS = 1024
 """Cancels remembered for runs this process has not registered yet."""
 MAX_MESSAGE = 7000
 """Bytes of a message at most (PostgreSQL's limit is 8000); longer error texts are cut."""
+KEY_BYTES = 1024
+"""Bytes of a session's key (as JSON) a message names it by at most; longer: by digest alone."""
 CANCEL_REASON = "run cancelled through the API"
 END_WAIT = 2.0
 """Seconds a follower waits for the announced end of a run of another process that released its
 lease (a process that died announces nothing: its followers then end with ``done``)."""
 
 
-@attrs.define(eq=False)
 class RemoteEnd:
-    """Set once a run of the watched session ended in another process (with its frame)."""
+    """The runs of the watched session that ended in other processes while the watch lasts:
+    each one's terminal frame, by invocation id (a follower waits for the run it follows)."""
 
-    ended: trio.Event = attrs.field(factory=trio.Event)
-    frame: Frame | None = None
+    def __init__(self) -> None:
+        self.frames: dict[str | None, Frame] = {}
+        self._arrived = trio.Event()
+
+    def add(self, frame: Frame) -> None:
+        """``frame`` ended a run of the session in another process."""
+        self.frames[invocation_of(frame)] = frame
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    async def wait(self, invocation_id: str | None) -> Frame:
+        """The terminal frame of ``invocation_id``, once another process announced it."""
+        while invocation_id not in self.frames:
+            await self._arrived.wait()
+        return self.frames[invocation_id]
 
 
 class LocalCluster:
@@ -76,6 +88,12 @@ class LocalCluster:
         """Whether another process runs a turn of ``key`` now."""
         await trio.lowlevel.checkpoint()
         return False
+
+    async def holder(self, key: SessionKey) -> object | None:
+        """Who holds ``key``'s lease now, as far as the processes share (None: free, or alone);
+        another holder is another run."""
+        await trio.lowlevel.checkpoint()
+        return None
 
     async def cancel_elsewhere(self, key: SessionKey, invocation_id: str) -> bool:
         """Ask the process running ``invocation_id`` to cancel it; False when none does."""
@@ -104,7 +122,10 @@ class PostgresCluster(LocalCluster):
         self._outbox, self._outgoing = trio.open_memory_channel[str](OUTBOX)
         self._watchers: dict[SessionKey, set[RemoteEnd]] = {}
         self._pending: collections.OrderedDict[str, str] = collections.OrderedDict()
-        """Cancels for runs not registered here (yet), by session key digest."""
+        """Cancels for runs not registered yet: invocation id by session digest."""
+        self._long: dict[str, tuple[SessionKey, int]] = {}
+        """The sessions messages name by digest alone (see :func:`_addressed`) that runs or
+        followers here care about, by digest: the key and how many care."""
 
     # -- the lifespan task -------------------------------------------------------------------
 
@@ -126,24 +147,31 @@ class PostgresCluster(LocalCluster):
                     messages.append(self._outgoing.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            try:
-                await self._service.signal(*messages)
-            except Exception as exc:  # the store is down: followers fall back on the lease
-                logger.warning("could not notify the other servers (%s)", exc)
+            await self._signal(messages)
+
+    async def _signal(self, messages: list[str]) -> None:
+        """Send ``messages`` together; when that fails, each alone (one that cannot be sent
+        does not keep the others from going)."""
+        try:
+            await self._service.signal(*messages)
+        except Exception as exc:  # the store is down: followers fall back on the lease
+            if len(messages) > 1:
+                for message in messages:
+                    await self._signal([message])
+                return
+            logger.warning("could not notify the other servers (%s)", exc)
 
     async def _listen(
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Keep a connection listening (connecting again when it is lost); started once the
         first attempt to listen succeeded or failed."""
-        import psycopg
 
         started = False
         while True:
             try:
                 channel = await self._service.signal_channel()
-                connect = functools.partial(psycopg.connect, self._service.dsn, autocommit=True)
-                conn = await trio.to_thread.run_sync(connect)
+                conn = await trio.to_thread.run_sync(self._service.held_connection)
                 try:
                     await trio.to_thread.run_sync(_listen_on, conn, channel)
                     if not started:
@@ -165,22 +193,17 @@ class PostgresCluster(LocalCluster):
     def _dispatch(self, core: ServerCore, payload: str) -> None:
         try:
             message = json.loads(payload)
-            digest = message["keyDigest"] if "key" not in message else _digest(message["key"])
-            key = tuple(message["key"]) if "key" in message else self._known(core, digest)
+            named = message.get("key")
+            key: SessionKey | None = (
+                tuple(named) if named else self._long.get(message["digest"], (None, 0))[0]
+            )
+            digest = message.get("digest") or _digest(tuple(named))
             if message["op"] == "cancel":
                 self._cancel_here(core, key, digest, message["invocationId"])
-            elif message["op"] == "end" and key is not None:
+            elif message["op"] == "end" and key is not None:  # else no one here cares
                 self._ended_there(core, key, Frame(message["kind"], message["data"]))
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("ignored a malformed message from another server (%s)", exc)
-
-    def _known(self, core: ServerCore, digest: str) -> SessionKey | None:
-        """The session of a message naming it by digest, among those this process runs or
-        watches (None: not one of them)."""
-        for key in itertools.chain(core.live, self._watchers):
-            if _digest(list(key)) == digest:
-                return key
-        return None
 
     def _cancel_here(
         self, core: ServerCore, key: SessionKey | None, digest: str, invocation_id: str
@@ -198,14 +221,19 @@ class PostgresCluster(LocalCluster):
         if key not in core.live:
             core.remember(key, frame)
         for remote in self._watchers.get(key, ()):
-            remote.frame = frame
-            remote.ended.set()
+            remote.add(frame)
 
     # -- what the routes ask -------------------------------------------------------------------
 
     async def in_flight_elsewhere(self, key: SessionKey) -> bool:
         app_name, user_id, session_id = key
         return await self._service.lease_held(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def holder(self, key: SessionKey) -> object | None:
+        app_name, user_id, session_id = key
+        return await self._service.lease_holder(
             app_name=app_name, user_id=user_id, session_id=session_id
         )
 
@@ -225,27 +253,23 @@ class PostgresCluster(LocalCluster):
             return False
         if not await self.in_flight_elsewhere(key):
             return False
-        message = _fitted({"op": "cancel", "key": list(key), "invocationId": invocation_id})
-        if message is None:  # an invocation id of kilobytes: no run of this server has one
-            return False
-        await self._service.signal(message)
+        message = {"op": "cancel", **_addressed(key), "invocationId": invocation_id}
+        await self._service.signal(dumps(message))
         return True
 
     def registered(self, core: ServerCore, key: SessionKey) -> None:
-        if not self._pending:  # the usual case: no digest to work out
-            return
-        live, digest = core.live.get(key), _digest(list(key))
+        digest = self._care(key)
+        live = core.live.get(key)
         wanted = self._pending.get(digest)
         if live is not None and wanted is not None and wanted == live.invocation_id:
             del self._pending[digest]
             live.cancel(CANCEL_REASON)
 
     def ended(self, key: SessionKey, terminal: Frame) -> None:
-        if self._pending:
-            self._pending.pop(_digest(list(key)), None)
+        self._pending.pop(self._forget(key), None)
         message = _end_message(key, terminal)
         if message is None:
-            logger.warning("the end of a run was too long to announce to the other servers")
+            logger.warning("the end of a run is too long to announce (ids of several KB)")
             return
         try:
             self._outbox.send_nowait(message)
@@ -257,12 +281,33 @@ class PostgresCluster(LocalCluster):
         remote = RemoteEnd()
         watchers = self._watchers.setdefault(key, set())
         watchers.add(remote)
+        self._care(key)
         try:
             yield remote
         finally:
+            self._forget(key)
             watchers.discard(remote)
             if not watchers:
                 self._watchers.pop(key, None)
+
+    def _care(self, key: SessionKey) -> str:
+        """A run or follower here cares about ``key``: resolve its digest; the digest."""
+        digest = _digest(key)
+        if "key" not in _addressed(key):
+            _, count = self._long.get(digest, (key, 0))
+            self._long[digest] = (key, count + 1)
+        return digest
+
+    def _forget(self, key: SessionKey) -> str:
+        """One that cared about ``key`` no longer does; its digest."""
+        digest = _digest(key)
+        if digest in self._long:
+            _, count = self._long[digest]
+            if count > 1:
+                self._long[digest] = (key, count - 1)
+            else:
+                del self._long[digest]
+        return digest
 
 
 def _listen_on(conn: Any, channel: str) -> None:
@@ -276,52 +321,51 @@ def _drain(conn: Any) -> list[str]:
     return [notify.payload for notify in conn.notifies(timeout=LISTEN_WAIT)]
 
 
-def _digest(key: list[str]) -> str:
-    """A session's key in a few bytes, for a message its key would make too long."""
-    return hashlib.sha256(dumps(key).encode()).hexdigest()
+def _digest(key: SessionKey) -> str:
+    """A session's fixed-size name in messages."""
+    return hashlib.blake2b(dumps(list(key)).encode(), digest_size=16).hexdigest()
 
 
-def _fitted(message: dict[str, Any]) -> str | None:
-    """``message`` as JSON of at most :data:`MAX_MESSAGE` bytes: as it is, else with its
-    session key (ids of kilobytes) sent as a digest; None if even that is too long."""
-    for candidate in (message, _by_digest(message)):
-        text = dumps(candidate)
+def _addressed(key: SessionKey) -> dict[str, Any]:
+    """How a message names a session: its digest, and its key unless that is long (ids can be
+    as long as a request allows; a message is at most :data:`MAX_MESSAGE` bytes)."""
+    named: dict[str, Any] = {"digest": _digest(key)}
+    key_list = list(key)
+    if len(dumps(key_list).encode()) <= KEY_BYTES:
+        named["key"] = key_list
+    return named
+
+
+def _end_message(key: SessionKey, terminal: Frame) -> str | None:
+    """The announcement of ``terminal`` (its texts cut, then the calls it waits for reduced to
+    their ids and names, until it fits a message); None if even that does not fit."""
+    message: dict[str, Any] = {"op": "end", **_addressed(key), "kind": terminal.kind}
+    for data in _shortened(terminal.data):
+        text = dumps({**message, "data": data})
         if len(text.encode()) <= MAX_MESSAGE:
             return text
     return None
 
 
-def _by_digest(message: dict[str, Any]) -> dict[str, Any]:
-    shorter = {name: value for name, value in message.items() if name != "key"}
-    return {**shorter, "keyDigest": _digest(message["key"])}
-
-
-def _end_message(key: SessionKey, terminal: Frame) -> str | None:
-    """The announcement of ``terminal``, cut to fit: first an error's texts, then the arguments
-    of the calls a paused run waits for, then all but the invocation id (None: nothing fits)."""
-    message: dict[str, Any] = {"op": "end", "key": list(key), "kind": terminal.kind}
-    for data in _shorter_data(terminal.data):
-        text = _fitted({**message, "data": data})
-        if text is not None:
-            return text
-    return None
-
-
-def _shorter_data(data: str) -> Iterator[str]:
-    yield data
-    frame = json.loads(data)
+def _shortened(text: str) -> Iterator[str]:
+    """A terminal frame's data, then shorter forms of it."""
+    yield text
+    data = json.loads(text)
     cut = MAX_MESSAGE // 8
-    if "error" in frame:
-        frame["error"] = str(frame["error"])[:cut]
-    details = frame.get("errorDetails")
+    if "error" in data:
+        data["error"] = str(data["error"])[:cut]
+    details = data.get("errorDetails")
     if isinstance(details, dict):
         details["message"] = str(details.get("message", ""))[:cut]
-    yield dumps(frame)
-    waiting = frame.get("waitingFor")
-    if isinstance(waiting, list):
-        frame["waitingFor"] = [{k: v for k, v in c.items() if k != "args"} for c in waiting]
-        yield dumps(frame)
-    yield dumps({"invocationId": frame.get("invocationId")})
+    yield dumps(data)
+    calls = data.get("waitingFor")
+    if isinstance(calls, list):
+        data["waitingFor"] = [
+            {"id": c.get("id"), "name": c.get("name")} for c in calls if isinstance(c, dict)
+        ]
+        yield dumps(data)
+        del data["waitingFor"]
+        yield dumps(data)
 
 
 def cluster_of(service: object) -> LocalCluster:

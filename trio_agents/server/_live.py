@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -23,7 +24,7 @@ from .._runner import RunStream
 from .._serde import dumps, unstructure
 from ._graph import with_node_info
 
-__all__ = ["FOLLOW_LOG", "MAX_BATCH", "event_frame", "terminal_frame"]
+__all__ = ["FOLLOW_LOG", "MAX_BATCH", "event_frame", "invocation_of", "terminal_frame"]
 
 FOLLOW_LOG = 256
 """How many recent frames of a run followers can read without going back to the store."""
@@ -88,6 +89,12 @@ def terminal_frame(
         data["error"] = f"{type(error).__name__}: {error}"
         data["errorDetails"] = {"type": type(error).__name__, "message": str(error)}
     return Frame(kind, dumps(data))
+
+
+def invocation_of(frame: Frame) -> str | None:
+    """The invocation id a frame names (a terminal frame's, or an event's)."""
+    found = json.loads(frame.data).get("invocationId")
+    return found if isinstance(found, str) else None
 
 
 class Gathering:

@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -56,6 +56,7 @@ from ._live import (
     LiveRun,
     SessionKey,
     event_frame,
+    invocation_of,
     terminal_frame,
 )
 
@@ -715,56 +716,165 @@ async def _follow_ended(
     """
     _, newest = await _replay(core, key, after, send)
     invocation_id = None if newest is None else newest.invocation_id
-    ending = core.outcomes.get(key)
     wait = core.cluster.end_wait
     recent = newest is not None and time.time() - newest.timestamp < wait
-    if recent and not _ends(ending, invocation_id):
+    if recent and not _ends(core.outcomes.get(key), invocation_id):
         with trio.move_on_after(wait):
-            await remote.ended.wait()
-        ending = remote.frame or core.outcomes.get(key)
-    await send(ending or terminal_frame("done", invocation_id))
+            await remote.wait(invocation_id)
+    await send(_ending(core, key, remote, invocation_id))
+
+
+def _ending(
+    core: ServerCore, key: SessionKey, remote: RemoteEnd, invocation_id: str | None
+) -> Frame:
+    """The terminal frame of ``invocation_id`` as announced or remembered; ``done`` if unknown
+    (a process that died announced nothing: the session's last known outcome is an older run's)."""
+    announced = remote.frames.get(invocation_id)
+    if announced is not None:
+        return announced
+    known = core.outcomes.get(key)
+    if known is not None and _ends(known, invocation_id):
+        return known
+    return terminal_frame("done", invocation_id)
 
 
 def _ends(frame: Frame | None, invocation_id: str | None) -> bool:
     """Whether ``frame`` is the terminal frame of ``invocation_id``."""
-    return frame is not None and json.loads(frame.data).get("invocationId") == invocation_id
+    return frame is not None and invocation_of(frame) == invocation_id
+
+
+@attrs.define
+class _Followed:
+    """Where a follower of a run of another process stands: the stored events it examined, the
+    seq of the last one sent (or the client's ``after``), the run's invocation id (None until
+    one of its events is stored); ``confirmed`` once an event of it was stored meanwhile, ``over``
+    once an event of another invocation was."""
+
+    seen: int
+    last: int
+    invocation_id: str | None
+    holder: object | None = None
+    """Who held the lease when the follower came."""
+    confirmed: bool = False
+    over: bool = False
+    freed: bool = False
+    """The lease was seen free since: a run of another invocation is a later turn."""
 
 
 async def _follow_elsewhere(
     core: ServerCore, key: SessionKey, after: int, remote: RemoteEnd, send: FrameSend
 ) -> None:
     """Follow a run another process holds the lease for: its events as they are stored, then
-    the terminal frame it announces (committed events only: partial chunks are not stored)."""
-    last, _ = await _replay(core, key, after, send)
-    while not remote.ended.is_set():
+    the terminal frame it announces (committed events only: partial chunks are not stored).
+
+    The run followed is the invocation of the newest stored event, or the next one stored when
+    that invocation is known to have ended (the run in flight has stored nothing yet). It is
+    over at its announced end, when the lease is free, or at a stored event of another
+    invocation (a next turn began at once, maybe in another process): the follower then ends
+    with the followed run's terminal frame, before any event of the next turn.
+    """
+    events = await _stored(core, key)
+    last, newest = await _send_stored(core, key, events, after, send)
+    newest_id = None if newest is None else newest.invocation_id
+    in_flight = None if _ends(core.outcomes.get(key), newest_id) else newest_id
+    holder = await core.cluster.holder(key)
+    followed = _Followed(len(events), last, in_flight, holder)
+    while followed.invocation_id not in remote.frames:
         with trio.move_on_after(REMOTE_POLL):
-            await remote.ended.wait()
-        if remote.ended.is_set():
+            await remote.wait(followed.invocation_id)
+        await _advance(core, key, remote, followed, send)
+        if followed.over:
             break
-        last, _ = await _replay(core, key, last, send)
-        if not await core.cluster.in_flight_elsewhere(key):  # ended: its announcement follows
-            with trio.move_on_after(core.cluster.end_wait):
-                await remote.ended.wait()
+        if await core.cluster.holder(key) is None:
+            followed.freed = True
             break
-    _, newest = await _replay(core, key, last, send)
-    invocation_id = None if newest is None else newest.invocation_id
-    known = core.outcomes.get(key)  # a process that died announced nothing: an older outcome
-    ending = remote.frame or (known if _ends(known, invocation_id) else None)
-    await send(ending or terminal_frame("done", invocation_id))
+    await _advance(core, key, remote, followed, send)  # what it stored before the lease went
+    if followed.invocation_id is None:  # nothing of the run in flight was stored
+        await send(_ending(core, key, remote, newest_id))
+        return
+    with trio.move_on_after(core.cluster.end_wait):  # ended: its announcement follows
+        await remote.wait(followed.invocation_id)
+    await _advance(core, key, remote, followed, send)  # what it committed before it ended
+    await send(_ending(core, key, remote, followed.invocation_id))
+
+
+async def _advance(
+    core: ServerCore, key: SessionKey, remote: RemoteEnd, followed: _Followed, send: FrameSend
+) -> None:
+    """Send what the run followed stored since the follower last looked; when a run of another
+    invocation stored an event and the one followed was not in flight, follow that one."""
+    await _replay_run(core, key, followed, send)
+    if (
+        followed.over
+        and not followed.freed
+        and not await _was_in_flight(core, key, remote, followed)
+    ):
+        followed.invocation_id, followed.over = None, False
+        await _replay_run(core, key, followed, send)
+
+
+async def _was_in_flight(
+    core: ServerCore, key: SessionKey, remote: RemoteEnd, followed: _Followed
+) -> bool:
+    """Whether the run followed was the one in flight when the follower came, now that a run
+    of another invocation stored an event: it was if an event of it was stored since, if
+    another holder has the lease now (the holder then let go: it died, as it announced no
+    end), or if its end is announced (at most ``end_wait`` later); else it had ended
+    unannounced before."""
+    if followed.confirmed:
+        return True
+    holder = await core.cluster.holder(key)
+    if holder is not None and holder != followed.holder:
+        return True
+    with trio.move_on_after(core.cluster.end_wait):
+        await remote.wait(followed.invocation_id)
+        return True
+    return False
+
+
+async def _replay_run(
+    core: ServerCore, key: SessionKey, followed: _Followed, send: FrameSend
+) -> None:
+    """Send the run's events stored since the follower last looked (the first one names the
+    run when it is not known yet), up to an event of another invocation (the run is over)."""
+    if followed.over:
+        return
+    events = await _stored(core, key)
+    paths = core.node_paths(key[0])
+    for index in range(followed.seen, len(events)):
+        event = events[index]
+        if followed.invocation_id is None:
+            followed.invocation_id = event.invocation_id
+        elif event.invocation_id != followed.invocation_id:
+            followed.over = True
+            return
+        followed.seen, followed.confirmed = index + 1, True
+        if index >= followed.last:
+            await send(event_frame(event, index + 1, paths))
+            followed.last = index + 1
 
 
 async def _replay(
     core: ServerCore, key: SessionKey, after: int, send: FrameSend
 ) -> tuple[int, Event | None]:
     """Send the stored events after seq ``after``; return the last seq and the newest event."""
+    return await _send_stored(core, key, await _stored(core, key), after, send)
+
+
+async def _send_stored(
+    core: ServerCore, key: SessionKey, events: Sequence[Event], after: int, send: FrameSend
+) -> tuple[int, Event | None]:
+    """Send ``events`` after seq ``after``; return the last seq and the newest event."""
+    paths = core.node_paths(key[0])
+    for index in range(after, len(events)):
+        await send(event_frame(events[index], index + 1, paths))
+    return max(after, len(events)), (events[-1] if events else None)
+
+
+async def _stored(core: ServerCore, key: SessionKey) -> Sequence[Event]:
+    """The session's stored events (none once it is deleted)."""
     app_name, user_id, session_id = key
     session = await core.session_service.get_session(
         app_name=app_name, user_id=user_id, session_id=session_id
     )
-    if session is None:
-        return after, None
-    events = session.events
-    paths = core.node_paths(app_name)
-    for index in range(after, len(events)):
-        await send(event_frame(events[index], index + 1, paths))
-    return max(after, len(events)), (events[-1] if events else None)
+    return () if session is None else session.events

@@ -9,7 +9,9 @@ costs a share of a transaction instead of one of its own; alone, it waits for no
 Commit-before-resume holds for every append: a caller hears back only once the ``COMMIT``
 holding its event succeeded (or failed). One append's refusal (a stale snapshot, a deleted
 session) fails that append alone; a statement that fails the whole transaction is retried with
-each append alone in a transaction of its own, so that a failing append fails alone too. A
+each append alone in a transaction of its own, so that a failing append fails alone too; a
+batch whose connection was lost before ``COMMIT`` (nothing of it stored) is tried once more on a
+new connection, so a connection whose server process died while idle costs no append. A
 failed ``COMMIT`` fails every append of the batch with :class:`~trio_agents.StoreUnavailableError`
 (nothing of the batch is stored). Cancellation is honest: a caller still queued leaves at once and
 nothing of its append is written; a caller whose batch is running waits for the batch and gets
@@ -136,16 +138,18 @@ class AppendBatcher:
             self._conn = self._connect()
         return self._conn
 
-    def _transaction(self, conn: Any, appends: list[Append]) -> Results:
-        """``appends`` in one transaction; when a statement fails it, each append alone."""
+    def _transaction(self, conn: Any, appends: list[Append], *, again: bool = True) -> Results:
+        """``appends`` in one transaction; when a statement fails it, each append alone; when
+        the connection was lost (``again``), once more on a new one."""
         self.transactions += 1
         try:
             results = write_batch(conn, appends)
         except Exception as exc:
             _rollback(conn)
+            if _lost(conn) and again:
+                return self._reconnected(appends, exc)
             if _lost(conn):
-                reason = "the connection to PostgreSQL was lost before COMMIT"
-                return [outcome.Error(_unavailable(a, reason, exc)) for a in appends]
+                return [outcome.Error(_unavailable(a, _LOST, exc)) for a in appends]
             if len(appends) == 1:
                 return [outcome.Error(exc)]
             return [self._transaction(conn, [append])[0] for append in appends]
@@ -155,6 +159,17 @@ class AppendBatcher:
             _rollback(conn)
             return [outcome.Error(_commit_failed(a, len(appends), conn, exc)) for a in appends]
         return results
+
+    def _reconnected(self, appends: list[Append], lost: Exception) -> Results:
+        """``appends`` on a new connection: the one that was lost before ``COMMIT`` (its server
+        process terminated while it sat idle, or the server restarted) stored nothing of them."""
+        import psycopg
+
+        try:
+            conn = self._connection()
+        except psycopg.OperationalError:
+            return [outcome.Error(_unavailable(a, _LOST, lost)) for a in appends]
+        return self._transaction(conn, appends, again=False)
 
     async def aclose(self) -> None:
         """Take no more appends, wait for those queued, close the connection."""
@@ -166,6 +181,9 @@ class AppendBatcher:
         conn, self._conn = self._conn, None
         if conn is not None:
             await trio.to_thread.run_sync(conn.close)
+
+
+_LOST = "the connection to PostgreSQL was lost before COMMIT"
 
 
 def _per_append(result: outcome.Outcome[Results], count: int) -> Results:

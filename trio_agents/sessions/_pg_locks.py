@@ -20,7 +20,13 @@ import trio
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["LEASES_PER_CONNECTION", "SPARE_CONNECTIONS", "open_lock_connection"]
+__all__ = [
+    "HOLD_SETTINGS",
+    "LEASES_PER_CONNECTION",
+    "SPARE_CONNECTIONS",
+    "keep_holding",
+    "open_lock_connection",
+]
 
 T = TypeVar("T")
 
@@ -28,6 +34,31 @@ LEASES_PER_CONNECTION = 4
 """Runs whose locks one shared connection holds at most."""
 SPARE_CONNECTIONS = 4
 """Shared connections with no lock kept open for the next runs (more are closed)."""
+
+
+HOLD_SETTINGS = {
+    "idle_session_timeout": "0",
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+}
+"""The server settings of a connection that holds locks (or listens) while it idles: the
+server never ends it for idling (``idle_session_timeout``, which an operator may set for the
+database or role, would free its locks under the runs holding them), and it ends it within 25 s
+of the client's machine going silent (by default a dead machine's locks stay held for hours,
+until the operating system gives up on the connection)."""
+
+
+def keep_holding(conn: Any) -> None:
+    """Apply :data:`HOLD_SETTINGS` to ``conn``'s server session (those the server knows:
+    ``idle_session_timeout`` is PostgreSQL 14's)."""
+    settings = {
+        name: value
+        for name, value in HOLD_SETTINGS.items()
+        if name != "idle_session_timeout" or conn.info.server_version >= 140000
+    }
+    calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
+    conn.execute(f"SELECT {calls}", [part for pair in settings.items() for part in pair])
 
 
 class LockConnection:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import threading
@@ -47,7 +48,12 @@ from ._event_cache import (
 )
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
-from ._pg_locks import SharedLockConnections, open_lock_connection
+from ._pg_locks import (
+    LockConnection,
+    SharedLockConnections,
+    keep_holding,
+    open_lock_connection,
+)
 from ._sql import History, Job, Mark, Scopes, SqlSessionService
 
 try:
@@ -179,7 +185,11 @@ class PostgresSessionService(SqlSessionService):
             return revision  # type: ignore[no-any-return]
         async with self._slots:
             take = functools.partial(_from_pool, self._pool)
-            return await _cancellable(take, self._pool.putconn, fn)
+            retries = self._pool.max_size  # every pooled connection may be stale
+            try:
+                return await _cancellable(take, self._pool.putconn, fn, retries=retries)
+            except psycopg.OperationalError as exc:
+                raise _unreachable(exc) from exc
 
     async def _ensure_open(self) -> str:
         """Create or migrate the tables (once), open the pool; the current schema's name."""
@@ -189,7 +199,10 @@ class PostgresSessionService(SqlSessionService):
             if self._schema is None:
                 # A connect or a migration cannot be interrupted: a cancelled caller leaves it
                 # to finish (or fail) on its own.
-                schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
+                try:
+                    schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
+                except psycopg.OperationalError as exc:
+                    raise _unreachable(exc) from exc
                 await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=False))
                 self._schema = schema
             return self._schema
@@ -305,31 +318,63 @@ class PostgresSessionService(SqlSessionService):
     @contextlib.asynccontextmanager
     async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
         """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
-        shared = await self._shared.take(session_id)
+        shared = await self._locked(session_id, lock)
         try:
+            try:
+                yield
+            finally:  # unlocked before the lease returns: free at once for any process
+                await shared.call(functools.partial(_unlock, lock=lock))
+        finally:  # the error leaving the block stays the error
+            await self._give_back(shared)
+
+    async def _locked(self, session_id: str, lock: int) -> LockConnection:
+        """A shared connection on which ``lock`` is now held. A connection found lost (its
+        server process terminated while it sat idle, or the server restarted) is dropped and
+        the lock tried on another one: every open one may be lost, then a new one is opened.
+
+        Raises:
+            SessionBusyError: another holder has the lock.
+            StoreUnavailableError: the lock could not be taken on a live connection.
+        """
+        tries = self._shared.connections + 1
+        for attempt in itertools.count(1):
+            shared = await self._shared.take(session_id)
             try:
                 held = await shared.call(functools.partial(_lock, lock=lock, wait=False))
             except psycopg.OperationalError as exc:
+                await self._give_back(shared)
+                if shared.broken and attempt < tries:
+                    continue
                 raise StoreUnavailableError(
                     f"Session {session_id}: the run's lock could not be taken "
                     f"({str(exc).strip()}); retry shortly",
                     session_id=session_id,
                 ) from exc
-            if not held:
-                raise SessionBusyError(session_id)
-            try:
-                yield
-            finally:  # unlocked before the lease returns: free at once for any process
-                await shared.call(functools.partial(_unlock, lock=lock))
-        finally:
-            with trio.CancelScope(shield=True):  # the error leaving the block stays the error
-                await self._shared.give_back(shared)
+            except BaseException:
+                await self._give_back(shared)
+                raise
+            if held:
+                return shared
+            await self._give_back(shared)
+            raise SessionBusyError(session_id)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _give_back(self, shared: LockConnection) -> None:
+        with trio.CancelScope(shield=True):
+            await self._shared.give_back(shared)
 
     async def lease_held(self, *, app_name: str, user_id: str, session_id: str) -> bool:
         """Whether any process on this database and schema holds the session's lease now."""
         schema = await self._ensure_open()
         high, low = _lock_halves(_lock_id(schema, (app_name, user_id, session_id)))
         return await self._run(lambda conn: _lock_granted(conn, high, low))
+
+    async def lease_holder(self, *, app_name: str, user_id: str, session_id: str) -> int | None:
+        """Which connection holds the session's lease now (its server process id; None when
+        free): a run of another holder is another run."""
+        schema = await self._ensure_open()
+        high, low = _lock_halves(_lock_id(schema, (app_name, user_id, session_id)))
+        return await self._run(lambda conn: _lock_holder(conn, high, low))
 
     async def signal_channel(self) -> str:
         """The name of the ``LISTEN``/``NOTIFY`` channel of this database schema's servers."""
@@ -385,9 +430,20 @@ class PostgresSessionService(SqlSessionService):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(conn.close)
 
+    def held_connection(self) -> Any:
+        """A new autocommit connection for locks or ``LISTEN`` (no transaction ever stays open
+        on it), kept however long it idles (see :data:`~._pg_locks.HOLD_SETTINGS`); blocking:
+        call it in a worker thread."""
+        return self._connect()
+
     def _connect(self) -> Any:
-        """An autocommit connection (for locks: no transaction ever stays open on it)."""
-        return psycopg.connect(self.dsn, autocommit=True)
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            keep_holding(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
 
 def _lock_id(schema: str, key: Key) -> int:
@@ -411,6 +467,16 @@ def _lock_granted(conn: Any, high: int, low: int) -> bool:
         (high, low),
     ).fetchone()
     return bool(row[0])
+
+
+def _lock_holder(conn: Any, high: int, low: int) -> int | None:
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+        (high, low),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _channel(schema: str) -> str:
@@ -459,6 +525,8 @@ class _Call:
     conn: Any = None
     cancelled: bool = False
     raise_cancel: Any = None
+    sent: bool = False
+    """Whether the job sent a statement (else a lost connection left nothing to undo)."""
 
     def check(self) -> None:
         if self.cancelled:
@@ -476,18 +544,25 @@ class _Guarded:
 
     def execute(self, query: Any, params: Any = None) -> Any:
         self._call.check()
+        self._call.sent = True
         return self._conn.execute(query, params)
 
 
 async def _cancellable(
-    acquire: Callable[[_Call], Any], release: Callable[[Any], None], fn: Callable[[Any], T]
+    acquire: Callable[[_Call], Any],
+    release: Callable[[Any], None],
+    fn: Callable[[Any], T],
+    *,
+    retries: int = 0,
 ) -> T:
     """Run ``fn(conn)`` in a transaction in a worker thread on ``acquire(call)``'s connection.
 
     A Trio cancellation stops the call: before the transaction it starts nothing; during a
     statement the server is asked to cancel it (repeatedly, until the call ends: a request that
     arrives between statements is dropped); the transaction then rolls back and the caller sees
-    ``Cancelled``. A call that committed anyway returns its result.
+    ``Cancelled``. A call that committed anyway returns its result. A connection found lost
+    before ``fn`` sent anything (a pooled one whose server process was terminated, or a server
+    restarted since) is given back and the call starts again on the next one, ``retries`` times.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     call = _Call()
@@ -496,11 +571,16 @@ async def _cancellable(
 
     def work() -> T:
         try:
-            conn = acquire(call)
-            try:
-                return _transaction(conn, call, fn)
-            finally:
-                release(conn)
+            for attempt in itertools.count():
+                conn = acquire(call)
+                try:
+                    return _transaction(conn, call, fn)
+                except psycopg.OperationalError:
+                    if attempt >= retries or call.sent or not _lost(conn):
+                        raise
+                finally:
+                    release(conn)
+            raise AssertionError("unreachable")  # pragma: no cover
         finally:
             call.done.set()
 
@@ -535,6 +615,19 @@ def _transaction(conn: Any, call: _Call, fn: Callable[[Any], T]) -> T:
     finally:
         with call.lock:
             call.conn = None
+
+
+def _lost(conn: Any) -> bool:
+    """Whether ``conn`` is closed or broken (its server process is gone)."""
+    return bool(conn.closed or conn.broken)
+
+
+def _unreachable(exc: Exception) -> StoreUnavailableError:
+    """The error of a transaction that failed because the database could not be reached."""
+    return StoreUnavailableError(
+        f"the PostgreSQL session store is unreachable ({str(exc).strip()}); retry shortly",
+        session_id="",
+    )
 
 
 def _cancel_until_done(call: _Call) -> None:
