@@ -172,10 +172,6 @@ class SessionService(abc.ABC):
             if name in cls.__dict__ and shortcut not in cls.__dict__:
                 setattr(cls, shortcut, getattr(SessionService, shortcut))
 
-    def _overrides(self, base: type, *names: str) -> bool:
-        """Whether this store's class overrides any of the methods ``names`` of ``base``."""
-        return any(getattr(type(self), name) is not getattr(base, name) for name in names)
-
     @abc.abstractmethod
     async def create_session(
         self,
@@ -251,6 +247,8 @@ class SessionService(abc.ABC):
         built-in ones that override ``create_session`` or ``append_event``, calls those
         methods and deletes the session again on a failure; keys it wrote to those scopes stay.
         """
+        if self._creates_atomically():
+            return await self._create_atomically(app_name, user_id, state, session_id, events)
         session = await self.create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id
         )
@@ -262,6 +260,27 @@ class SessionService(abc.ABC):
                 await self.delete_session(app_name=app_name, user_id=user_id, session_id=session.id)
             raise
         return session
+
+    async def _create_atomically(
+        self,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None,
+        session_id: str | None,
+        events: Sequence[Event],
+    ) -> Session:
+        """A store's own :meth:`_create_with_history`, in one transaction (none here)."""
+        raise NotImplementedError
+
+    def _creates_atomically(self) -> bool:
+        """Whether this store has its own :meth:`_create_atomically`, and its class does not
+        override the ``create_session`` or ``append_event`` that one stands for."""
+        cls = type(self)
+        owner = next(k for k in cls.__mro__ if "_create_atomically" in k.__dict__)
+        return owner is not SessionService and all(
+            getattr(cls, name) is getattr(owner, name)
+            for name in ("create_session", "append_event")
+        )
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The ``user:`` state of a user, read without a session, keys without the prefix.

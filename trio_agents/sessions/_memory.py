@@ -97,9 +97,8 @@ class InMemorySessionService(SessionService):
         await trio.lowlevel.checkpoint()
         return self._create(app_name, user_id, state, session_id)
 
-    async def _create_with_history(
+    async def _create_atomically(
         self,
-        *,
         app_name: str,
         user_id: str,
         state: Mapping[str, Any] | None,
@@ -108,14 +107,6 @@ class InMemorySessionService(SessionService):
     ) -> Session:
         """Create the session and append ``events`` without a checkpoint between: all or
         nothing (a refused event takes the session and its scope writes back)."""
-        if self._overrides(InMemorySessionService, "create_session", "append_event"):
-            return await super()._create_with_history(
-                app_name=app_name,
-                user_id=user_id,
-                state=state,
-                session_id=session_id,
-                events=events,
-            )
         await trio.lowlevel.checkpoint()
         scopes = (self._app_state.get(app_name), self._user_state.get((app_name, user_id)))
         saved = [None if scope is None else dict(scope) for scope in scopes]
@@ -225,7 +216,9 @@ class InMemorySessionService(SessionService):
             raise StaleSessionError(
                 session.id, expected=session.revision, actual=revision, recreated=recreated
             )
-        log = session.events  # in step with the store: its last event is the stored one
+        # A re-delivery ends the snapshot (in step with the store) with the same id; the view's
+        # fields are read directly: this check runs on every commit.
+        log = session.events
         if log._stop != log._start and log._items[log._stop - 1].id == event.id:
             again = self._redelivered(session, event)
             if again is not None:

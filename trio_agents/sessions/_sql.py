@@ -121,9 +121,8 @@ class SqlSessionService(SessionService, abc.ABC):
         """Create a session; ``temp:`` keys of ``state`` are dropped (R-ST-4)."""
         return await self._create(app_name, user_id, state, session_id, [])
 
-    async def _create_with_history(
+    async def _create_atomically(
         self,
-        *,
         app_name: str,
         user_id: str,
         state: Mapping[str, Any] | None,
@@ -131,14 +130,6 @@ class SqlSessionService(SessionService, abc.ABC):
         events: Sequence[Event],
     ) -> Session:
         """Create the session and append ``events`` in one transaction (all or nothing)."""
-        if self._overrides(SqlSessionService, "create_session", "append_event"):
-            return await super()._create_with_history(
-                app_name=app_name,
-                user_id=user_id,
-                state=state,
-                session_id=session_id,
-                events=events,
-            )
         stored = [self._storable(event) for event in events if not event.partial]
         history = [(event, event.to_json()) for event in stored]
         return await self._create(app_name, user_id, state, session_id, history)
