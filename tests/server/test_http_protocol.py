@@ -401,6 +401,25 @@ async def test_the_path_reaches_the_app_decoded_and_the_query_raw(echo: Address)
     assert seen["query"] == "q=a%20b&r=%2F&s=caf%C3%A9+1"
 
 
+@pytest.mark.parametrize(
+    ("target", "path", "query"),
+    [
+        ("http://127.0.0.1:8000/a%20b?q=1", "/a b", "q=1"),
+        ("HTTPS://example.test/x/y", "/x/y", ""),
+        ("http://example.test", "/", ""),
+        ("http://example.test?q=2", "/", "q=2"),
+    ],
+)
+async def test_an_absolute_form_target_is_served_as_its_path(
+    echo: Address, target: str, path: str, query: str
+) -> None:
+    async with Wire.open(echo) as wire:
+        await wire.send(request("GET", target))
+        reply = await wire.response()
+    assert reply.status == 200
+    assert (reply.json()["path"], reply.json()["query"]) == (path, query)
+
+
 async def test_a_percent_encoded_session_id_is_decoded(nursery: trio.Nursery) -> None:
     address = await serving(nursery, Api().app)
     path = sessions_path("weather") + "/a%20b%C3%A9"

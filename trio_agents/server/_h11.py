@@ -428,7 +428,7 @@ class Exchange:
             UnicodeDecodeError: the path's percent-encoded bytes are not UTF-8.
         """
         request, conn = self._request, self._conn
-        raw_path, _, query = request.target.partition(b"?")
+        raw_path, _, query = _origin_form(request.target).partition(b"?")
         return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -450,6 +450,17 @@ class Exchange:
 
     def _target(self) -> str:
         return self._request.target.decode("ascii", "replace")
+
+
+def _origin_form(target: bytes) -> bytes:
+    """``target`` without the scheme and authority of an absolute-form target
+    (``http://host/path?q`` is ``/path?q``), which a server must accept (RFC 9112 §3.2.2)."""
+    scheme, sep, rest = target.partition(b"://")
+    if not sep or scheme.lower() not in (b"http", b"https"):
+        return target
+    start = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0), default=len(rest))
+    path = rest[start:]
+    return path if path.startswith(b"/") else b"/" + path
 
 
 @functools.cache
