@@ -35,6 +35,7 @@ from tests.server.wire import (
     serving,
     sessions_path,
 )
+from trio_agents.server import _h11
 
 KEEP_ALIVE = 0.5
 MARGIN = 1.5
@@ -369,8 +370,13 @@ async def stop_reading() -> None:
     await trio.sleep(SEND_TIMEOUT + MARGIN)
 
 
-async def test_a_client_that_stops_reading_an_answer_is_cut_off(nursery: trio.Nursery) -> None:
-    """Without a send timeout it held its connection (and the answer in memory) for ever."""
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "stream"])
+async def test_a_client_that_stops_reading_an_answer_is_cut_off(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """Without a send timeout it held its connection (and the answer in memory) for ever; so
+    it is cut off whether writes go to the socket's descriptor (POSIX) or through the stream."""
+    monkeypatch.setattr(_h11, "DIRECT_WRITES", direct)
     address = await serving(nursery, Echo(), send_timeout=SEND_TIMEOUT)
     async with small_window(address) as wire:
         await wire.send(request("GET", "/large"))
@@ -378,6 +384,30 @@ async def test_a_client_that_stops_reading_an_answer_is_cut_off(nursery: trio.Nu
         received = await wire.closed()  # what the buffers held, then the end
     assert 0 < len(received) < sum(map(len, Echo.LARGE))
     await assert_serving(address)
+
+
+async def test_a_client_that_reads_slowly_but_steadily_gets_the_whole_answer(
+    nursery: trio.Nursery,
+) -> None:
+    """The timeout is on progress, not on a piece of the answer: a few kilobytes read every
+    tenth of the timeout keep the connection, though a piece of 64 KiB would take three times
+    the timeout at that pace."""
+    address = await serving(nursery, Echo(), send_timeout=SEND_TIMEOUT)
+    async with small_window(address) as wire:
+        await wire.send(request("GET", "/large"))
+        received = bytearray()
+        for _ in range(30):  # three timeouts of a slow reader
+            received += await wire.stream.receive_some(4096)
+            await trio.sleep(SEND_TIMEOUT / 10)
+        whole = len(b"".join(Echo.LARGE))
+        with trio.fail_after(MARGIN * 10):
+            while len(received.partition(b"\r\n\r\n")[2]) < whole:
+                more = await wire.stream.receive_some(65536)
+                assert more, "the server closed the connection"
+                received += more
+    head, _, body = bytes(received).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert body == b"".join(Echo.LARGE)
 
 
 async def test_a_follower_that_stops_reading_is_cut_off(nursery: trio.Nursery) -> None:

@@ -39,13 +39,19 @@ from tests.server.wire import (
 )
 from trio_agents import ConfigurationError
 from trio_agents.plugins import BasePlugin
-from trio_agents.server import create_app, serve
+from trio_agents.server import _h11, create_app, serve
 from trio_agents.sessions import InMemorySessionService
 
 
 @pytest.fixture
 async def echo(nursery: trio.Nursery) -> Address:
     return await serving(nursery, Echo())
+
+
+@pytest.fixture(params=["direct", "stream"])
+def writes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers written to the socket's descriptor (POSIX), or through Trio's stream (elsewhere)."""
+    monkeypatch.setattr(_h11, "DIRECT_WRITES", request.param == "direct")
 
 
 # -- keep-alive and pipelining ---------------------------------------------------------------------
@@ -186,6 +192,7 @@ async def test_a_body_reaches_the_app_whole_whatever_its_framing(
         assert (await wire.response()).json()["path"] == "/health"
 
 
+@pytest.mark.usefixtures("writes")
 async def test_a_large_body_goes_both_ways(echo: Address) -> None:
     body = bytes(range(32, 127)) * 11_000  # about 1 MiB
     async with Wire.open(echo) as wire:
@@ -273,6 +280,7 @@ async def test_a_body_refused_by_its_length_is_never_asked_for(nursery: trio.Nur
 # -- streamed runs ---------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("writes")
 async def test_run_sse_streams_chunked_frames_as_the_run_goes_then_serves_again(
     nursery: trio.Nursery,
 ) -> None:

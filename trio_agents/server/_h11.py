@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
@@ -30,9 +31,6 @@ __all__ = ["LINGER", "RECEIVE_SIZE", "UNREAD_BODY_BYTES"]  # the classes serve()
 RECEIVE_SIZE = 65536
 """Bytes asked of the socket per read."""
 
-SEND_PIECE = 65536
-"""Bytes of an answer sent at a time: each must be accepted within ``send_timeout``."""
-
 KEPT_WHILE_STREAMING = 65536
 """Bytes of a next request kept while a response streams; past it the socket is not read until
 the response is complete."""
@@ -45,6 +43,10 @@ LINGER = 1.0
 """Seconds a connection closed under a client that may still be sending (a body not read, a
 request not understood) is drained first, so the client reads the answer rather than a
 reset."""
+
+DIRECT_WRITES = os.name == "posix"
+"""Whether an answer is written to the socket's descriptor, with the send timeout only while
+the socket is full (POSIX); elsewhere each write goes through Trio's stream under the timeout."""
 
 DISCONNECT = {"type": "http.disconnect"}
 CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
@@ -64,8 +66,8 @@ class ConnectionSettings:
     max_header_bytes: int
     access_log: bool
     send_timeout: float = math.inf
-    """Seconds a client may take to accept each :data:`SEND_PIECE` of an answer (it reads
-    nothing meanwhile); past it, the connection is closed as if the client had left."""
+    """Seconds a client may accept none of an answer (it reads nothing meanwhile); past it,
+    the connection is closed as if the client had left."""
 
 
 class ServerState:
@@ -142,24 +144,55 @@ class HTTPConnection:
     async def write(self, data: bytes) -> None:
         """Send ``data``; a client that has left makes it a no-op (and is noted).
 
-        A client that accepts no piece of ``data`` within ``send_timeout`` is taken to have left:
-        a client that stops reading would otherwise hold the connection, its task and what the
+        A client that accepts none of ``data`` for ``send_timeout`` is taken to have left: a
+        client that stops reading would otherwise hold the connection, its task and what the
         answer keeps in memory for as long as it likes.
         """
         if self.peer_gone or not data:
             return
         try:
-            for piece in _pieces(data):
-                with trio.move_on_after(self.settings.send_timeout) as sending:
-                    await self.stream.send_all(piece)
-                if sending.cancelled_caught:
-                    await self._stalled()
-                    return
-        except STREAM_CLOSED:
+            if DIRECT_WRITES:
+                sent = await self._write_direct(memoryview(data))
+            else:
+                sent = False
+                with trio.move_on_after(self.settings.send_timeout):
+                    await self.stream.send_all(data)
+                    sent = True
+        except (OSError, *STREAM_CLOSED):  # reset, or closed under us: the client left
             self.peer_gone = True
+            return
         except trio.Cancelled:  # part of ``data`` may be sent: the connection cannot go on
             self.peer_gone = True
             raise
+        if not sent:
+            await self._stalled()
+
+    async def _write_direct(self, view: memoryview) -> bool:
+        """Whether all of ``view`` went (else the client took none of it for ``send_timeout``).
+        The bytes go to the socket at once and the timer runs only while it is full: most
+        writes need no wait, and a deadline costs more than the write."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while view:
+            view = view[self._send_some(view) :]
+            if view and not await self._writable():
+                return False
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return True
+
+    def _send_some(self, view: memoryview) -> int:
+        """The bytes of ``view`` the socket took now (none when it is full). The descriptor is
+        asked for at each write: a closed socket's is -1, never a number since reused."""
+        try:
+            return os.write(self.stream.socket.fileno(), view)
+        except BlockingIOError:
+            return 0
+
+    async def _writable(self) -> bool:
+        """Whether the socket takes bytes again within ``send_timeout``."""
+        with trio.move_on_after(self.settings.send_timeout):
+            await trio.lowlevel.wait_writable(self.stream.socket)
+            return True
+        return False
 
     async def _stalled(self) -> None:
         """Close the connection of a client that stopped reading. Closing also wakes a task
@@ -475,16 +508,6 @@ def _head_size(request: h11.Request) -> int:
     """The bytes of ``request``'s head as sent (give or take the spaces around values)."""
     line = len(request.method) + len(request.target) + len(b"  HTTP/1.1\r\n")
     return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
-
-
-def _pieces(data: bytes) -> Iterator[bytes | memoryview]:
-    """``data`` in pieces of at most :data:`SEND_PIECE` bytes (itself, most of the time)."""
-    if len(data) <= SEND_PIECE:
-        yield data
-        return
-    view = memoryview(data)
-    for start in range(0, len(view), SEND_PIECE):
-        yield view[start : start + SEND_PIECE]
 
 
 def _address(name_of: Callable[[], Any]) -> tuple[str, int] | None:
