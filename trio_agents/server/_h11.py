@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
@@ -283,6 +284,57 @@ class HTTPConnection:
             pass
 
 
+FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"connection"})
+"""The response fields h11 is shown: those that frame the body or end the connection."""
+FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+"""A field's name (a token) and value (no NUL, no line break or other white space but spaces
+and tabs between its visible bytes), as h11 checks them."""
+
+
+@attrs.frozen
+class Head:
+    """A response's head, written in one piece with h11's state kept.
+
+    h11 is given only the fields that frame the body or end the connection: it checks them,
+    frames the body by them and keeps the connection's state, as for any response. The other
+    fields are checked once here and added to the head it writes. h11 checks every field of a
+    response again each time it adds one (``Transfer-Encoding``, ``Connection``) and once more as
+    it rebuilds the response: more than it spends parsing the request.
+    """
+
+    framing: h11.Response
+    fields: bytes
+    sized: bool
+    """Whether the app gave the body's length (its body follows in the same write)."""
+
+    @classmethod
+    def of(cls, status: int, pairs: list[tuple[bytes, bytes]]) -> Head:
+        """The head of an answer of ``status`` with the app's fields ``pairs``.
+
+        Raises:
+            h11.LocalProtocolError: a field h11 would refuse (its name and value are named).
+        """
+        framing: list[tuple[bytes, bytes]] = []
+        fields = [b"date: %s\r\n" % _http_date()]
+        for name, value in pairs:
+            if name.lower() in FRAMING_FIELDS:
+                framing.append((name, value))
+            elif FIELD_NAME.fullmatch(name) and FIELD_VALUE.fullmatch(value):
+                fields.append(b"%s: %s\r\n" % (name, value))
+            else:
+                raise h11.LocalProtocolError(f"Illegal header {name!r}: {value!r}")
+        response = h11.Response(status_code=status, headers=framing, reason=_reason(status))
+        sized = any(name.lower() == b"content-length" for name, _ in framing)
+        return cls(response, b"".join(fields), sized)
+
+    def send(self, connection: h11.Connection) -> bytes:
+        """The head's bytes, once ``connection`` has taken the response."""
+        written = connection.send(self.framing)
+        assert written is not None  # only ConnectionClosed writes nothing
+        return written[:-2] + self.fields + b"\r\n"
+
+
 class Exchange:
     """One request and its response: the ASGI ``receive`` and ``send`` of one app call."""
 
@@ -290,7 +342,7 @@ class Exchange:
         self._conn = connection
         self._request = request
         self.status: int | None = None
-        self._pending_head: h11.Response | None = None
+        self._pending_head: Head | None = None
         self._complete = False
         self._sent = False
         self._body_done = False
@@ -341,15 +393,14 @@ class Exchange:
         if self.status is not None:
             raise RuntimeError("the response has already started")
         pairs = [(bytes(name), bytes(value)) for name, value in headers]
-        pairs.append((b"date", _http_date()))
         if self._conn.shutting_down:  # the client must not send another request here
             pairs.append((b"connection", b"close"))
-        head = h11.Response(status_code=status, headers=pairs, reason=_reason(status))
+        head = Head.of(status, pairs)
         self.status = status
-        if any(name.lower() == b"content-length" for name, _ in pairs):
+        if head.sized:
             self._pending_head = head  # its body follows at once: one write for both
         else:  # a stream: the client sees the head now
-            await self._conn.write(self._conn.h11.send(head))
+            await self._conn.write(head.send(self._conn.h11))
 
     async def _send_body(self, body: bytes, more: bool) -> None:
         if self.status is None:
@@ -359,7 +410,7 @@ class Exchange:
         h = self._conn.h11
         parts = []
         if self._pending_head is not None:
-            parts.append(h.send(self._pending_head))
+            parts.append(self._pending_head.send(h))
             self._pending_head = None
         if body and not self._head_only:
             parts.append(h.send(h11.Data(data=body)))
