@@ -270,7 +270,12 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
     known: bool,
 ) -> None:
     """The follower sends the followed run's events once each and ends with its end, never with
-    the next turn's, which may begin in a third process the moment the lease is free."""
+    the next turn's, which may begin in a third process the moment the lease is free.
+
+    A follower that comes after the run took its lease but before it stored anything, from a
+    process that never heard how the previous turn ended, may not tell that turn from the run in
+    flight: when it sees the lease free before it has read the run's first event, it ends with
+    the previous turn's end (a dead run's next turn looks the same to it)."""
 
     async def main() -> list[Frame]:
         store = InMemorySessionService()
@@ -302,7 +307,7 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
 
         async def other_process(nursery: trio.Nursery) -> None:
             for i in range(events):
-                await trio.sleep(pauses[i])
+                await trio.sleep(pauses[i] + (0.001 if i == 0 else 0))  # never a tie with a come
                 await store.append_event(session, Event(author="a", invocation_id="e-run"))
             await trio.sleep(pauses[6])
             flag.held = False  # the lease goes first, then the announcement
@@ -320,7 +325,11 @@ def test_a_follower_on_another_process_sees_each_event_once_then_one_end(
     body, end = frames[:-1], frames[-1]
     assert all(f.kind == "event" for f in body)
     assert end.terminal
-    released = sum(pauses[:events]) + pauses[6]
+    gap = already and not known and pauses[8] / 10 < pauses[0] + 0.001  # came before it stored
+    previous = [f.seq for f in body] == list(range(after + 1, already + 1))
+    if gap and previous and end == terminal_frame("done", f"e-{already - 1}"):
+        return
+    released = sum(pauses[:events]) + 0.001 + pauses[6]
     late = pauses[8] / 10 >= released  # came once e-run let go: it may follow a later turn
     if next_turn and (ending is None or late):  # e-run's end unknown here, or not followed
         assert [f.seq for f in body] == list(range(after + 1, after + 1 + len(body)))

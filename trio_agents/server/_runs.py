@@ -771,7 +771,10 @@ async def _follow_elsewhere(
     that invocation is known to have ended (the run in flight has stored nothing yet). It is
     over at its announced end, when the lease is free, or at a stored event of another
     invocation (a next turn began at once, maybe in another process): the follower then ends
-    with the followed run's terminal frame, before any event of the next turn.
+    with the followed run's terminal frame, before any event of the next turn. A follower that
+    came before the run in flight stored anything, never heard how the previous turn ended, and
+    sees the lease free before it reads the run's first event, ends with the previous turn's end:
+    to it, that run and the next turn of a run that died look the same.
     """
     events = await _stored(core, key)
     last, newest = await _send_stored(core, key, events, after, send)
