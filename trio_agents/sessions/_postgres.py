@@ -54,6 +54,7 @@ from ._pg_locks import (
     keep_holding,
     open_lock_connection,
 )
+from ._pg_outage import Reachability
 from ._sql import History, Job, Mark, Scopes, SqlSessionService
 
 try:
@@ -143,7 +144,8 @@ class PostgresSessionService(SqlSessionService):
         if max_batch < 1:
             raise ConfigurationError(f"max_batch must be >= 1, got {max_batch}")
         super().__init__()
-        self._appends = AppendBatcher(functools.partial(psycopg.connect, dsn), max_batch)
+        self._reach = Reachability()
+        self._appends = AppendBatcher(self._open_connection, max_batch, self._reach)
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
         self._shared = SharedLockConnections(self._connect)
         self.dsn = dsn
@@ -184,12 +186,17 @@ class PostgresSessionService(SqlSessionService):
             revision: Any = await self._appends.commit(fn)
             return revision  # type: ignore[no-any-return]
         async with self._slots:
-            take = functools.partial(_from_pool, self._pool)
+            take = functools.partial(_from_pool, self._pool, self._reach)
+            give = functools.partial(_to_pool, self._pool, self._reach)
             retries = self._pool.max_size  # every pooled connection may be stale
             try:
-                return await _cancellable(take, self._pool.putconn, fn, retries=retries)
+                result = await _cancellable(take, give, fn, retries=retries)
             except psycopg.OperationalError as exc:
+                if _is_outage(exc):
+                    self._reach.failed(exc)
                 raise _unreachable(exc) from exc
+            self._reach.succeeded()
+            return result
 
     async def _ensure_open(self) -> str:
         """Create or migrate the tables (once), open the pool; the current schema's name."""
@@ -202,14 +209,26 @@ class PostgresSessionService(SqlSessionService):
                 try:
                     schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
                 except psycopg.OperationalError as exc:
-                    raise _unreachable(exc) from exc
+                    raise _unreachable(exc) from exc  # marked down by _open_connection
                 await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=False))
                 self._schema = schema
             return self._schema
 
     def _prepare(self) -> str:
-        with psycopg.connect(self.dsn) as conn, conn.transaction():
+        with self._open_connection() as conn, conn.transaction():
             return _migrate(conn)
+
+    def _open_connection(self, *, autocommit: bool = False) -> Any:
+        """A new connection (blocking), its attempt noted in the service's reachability: while
+        the database is known unreachable, it gives up connecting after a short timeout."""
+        options = self._reach.connect_options()
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=autocommit, **options)
+        except psycopg.OperationalError as exc:
+            self._reach.failed(exc)
+            raise
+        self._reach.succeeded()
+        return conn
 
     # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
@@ -433,11 +452,19 @@ class PostgresSessionService(SqlSessionService):
     def held_connection(self) -> Any:
         """A new autocommit connection for locks or ``LISTEN`` (no transaction ever stays open
         on it), kept however long it idles (see :data:`~._pg_locks.HOLD_SETTINGS`); blocking:
-        call it in a worker thread."""
-        return self._connect()
+        call it in a worker thread.
+
+        Raises:
+            StoreUnavailableError: the database could not be reached (at once while it is known
+                to be unreachable: see :data:`~._pg_outage.OUTAGE_CONNECT_TIMEOUT`).
+        """
+        try:
+            return self._connect()
+        except psycopg.OperationalError as exc:
+            raise _unreachable(exc) from exc
 
     def _connect(self) -> Any:
-        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn = self._open_connection(autocommit=True)
         try:
             keep_holding(conn)
         except BaseException:
@@ -644,16 +671,40 @@ def _ignore(result: object) -> None:
     """Nothing to report: a failed cancel request leaves the call to end on its own."""
 
 
-def _from_pool(pool: Any, call: _Call) -> Any:
-    """A pooled connection; gives up (``_Abandoned``) as soon as the caller is cancelled."""
-    deadline = time.monotonic() + pool.timeout
+def _from_pool(pool: Any, reach: Reachability, call: _Call) -> Any:
+    """A pooled connection; gives up (``_Abandoned``) as soon as the caller is cancelled, and
+    (``PoolTimeout``) after the pool's timeout, or :data:`~._pg_outage.OUTAGE_WAIT` once the
+    database is known unreachable (checked at every poll: an outage found meanwhile counts)."""
+    start = time.monotonic()
     while True:
         call.check()
-        left = deadline - time.monotonic()
+        waited = time.monotonic() - start
+        left = reach.wait(pool.timeout) - waited
         if left <= 0:
-            raise psycopg_pool.PoolTimeout(f"no connection to PostgreSQL after {pool.timeout} s")
+            down = reach.down
+            reason = "" if down is None else f"; the database was found unreachable: {down}"
+            raise psycopg_pool.PoolTimeout(
+                f"no connection to PostgreSQL after {waited:.1f} s{reason}"
+            )
         with contextlib.suppress(psycopg_pool.PoolTimeout):
             return pool.getconn(timeout=min(_POLL, left))
+
+
+def _to_pool(pool: Any, reach: Reachability, conn: Any) -> None:
+    """Give ``conn`` back to the pool; one found lost marks the database down until the next
+    success (the retry that follows then waits for a new one only briefly)."""
+    if _lost(conn):
+        reach.failed(ConnectionError("a pooled connection to PostgreSQL was lost"))
+    pool.putconn(conn)
+
+
+def _is_outage(exc: Exception) -> bool:
+    """Whether ``exc`` says the database could not be reached (a lost or refused connection, a
+    server shutting down), not that the pool was busy or a statement failed."""
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("08", "57P"))
 
 
 # -- SQL ----------------------------------------------------------------------------------------
