@@ -32,6 +32,7 @@ import trio
 
 from .._errors import (
     ConfigurationError,
+    LeaseLostError,
     SessionBusyError,
     SessionExistsError,
     StoreUnavailableError,
@@ -49,6 +50,7 @@ from ._event_cache import (
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
 from ._pg_locks import (
+    Held,
     LockConnection,
     SharedLockConnections,
     keep_holding,
@@ -147,7 +149,8 @@ class PostgresSessionService(SqlSessionService):
         self._reach = Reachability()
         self._appends = AppendBatcher(self._open_connection, max_batch, self._reach)
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
-        self._shared = SharedLockConnections(self._connect)
+        self._shared = SharedLockConnections(self._connect, self._relock)
+        self._watching: Any = None  # the nursery manager of the lock connections' watches
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
@@ -170,11 +173,26 @@ class PostgresSessionService(SqlSessionService):
                 await self._shared.aclose()
 
     async def __aenter__(self) -> Self:
+        """Open the service: while the block lasts, its shared lock connections are watched
+        (a run whose lock's connection breaks takes its lock again on another one)."""
+        self._watching = trio.open_nursery()
+        self._shared.nursery = await self._watching.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.aclose()
+        try:
+            await self._stop_watching()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+
+    async def _stop_watching(self) -> None:
+        """End the watches (the block's own error, if any, is not the nursery's to report)."""
+        watching, nursery = self._watching, self._shared.nursery
+        self._watching = self._shared.nursery = None
+        if watching is not None and nursery is not None:
+            nursery.cancel_scope.cancel(reason="the PostgreSQL session service is closing")
+            await watching.__aexit__(None, None, None)
 
     # -- running queries --------------------------------------------------------------------
 
@@ -337,14 +355,21 @@ class PostgresSessionService(SqlSessionService):
     @contextlib.asynccontextmanager
     async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
         """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
-        shared = await self._locked(session_id, lock)
+        held = Held(session_id, lock, await self._locked(session_id, lock))
+        held.shared.leases.add(held)
         try:
             try:
-                yield
+                with held.scope:  # cancelled when the lock is lost for good (see _relock)
+                    yield
             finally:  # unlocked before the lease returns: free at once for any process
-                await shared.call(functools.partial(_unlock, lock=lock))
+                held.ended = True
+                held.shared.leases.discard(held)
+                if not held.shared.broken:
+                    await held.shared.call(functools.partial(_unlock, lock=lock))
         finally:  # the error leaving the block stays the error
-            await self._give_back(shared)
+            await self._give_back(held.shared)
+        if held.lost is not None:
+            raise LeaseLostError(session_id, held.lost)
 
     async def _locked(self, session_id: str, lock: int) -> LockConnection:
         """A shared connection on which ``lock`` is now held. A connection found lost (its
@@ -377,6 +402,28 @@ class PostgresSessionService(SqlSessionService):
             await self._give_back(shared)
             raise SessionBusyError(session_id)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _relock(self, lost: LockConnection) -> None:
+        """The runs whose locks went with ``lost`` take them again on another connection; a
+        run that cannot (another holder took its lock meanwhile, or the store is unreachable)
+        is cancelled, its lease ending with :class:`~trio_agents.LeaseLostError`."""
+        for held in [held for held in lost.leases if not held.ended]:
+            try:
+                shared = await self._locked(held.session_id, held.lock)
+            except SessionBusyError:
+                held.lose("another holder took it after its connection to PostgreSQL broke")
+                continue
+            except StoreUnavailableError as exc:
+                held.lose(f"it could not be taken again: {exc}")
+                continue
+            if held.ended:  # the run ended meanwhile (its lease gave ``lost`` back)
+                await shared.call(functools.partial(_unlock, lock=held.lock))
+                await self._give_back(shared)
+                continue
+            lost.leases.discard(held)
+            shared.leases.add(held)
+            held.shared = shared
+            await self._give_back(lost)
 
     async def _give_back(self, shared: LockConnection) -> None:
         with trio.CancelScope(shield=True):
