@@ -128,3 +128,27 @@ async def test_a_runner_run_that_loses_its_lease_ends_with_lease_lost(dsn: str) 
                 thieves.enter_context(terminate_and_take(dsn, pid, lock))
                 async for _ in events:
                     pass
+
+
+async def test_a_service_watched_only_for_a_block_watches_connections_opened_before(
+    dsn: str,
+) -> None:
+    """A server watches its service's lock connections for its lifespan (``watching()``), the
+    service itself not entered: connections opened before the block are watched too."""
+    service = PostgresSessionService(dsn)
+    try:
+        async with service.lease(**KEY, session_id="early"):
+            pass  # a shared lock connection stays open, idle, unwatched
+        async with service.watching(), service.lease(**KEY, session_id="s"):
+            pid = await holder(service, "s")
+            assert pid is not None
+            await trio.to_thread.run_sync(terminate, dsn, pid)
+            await until_held_again(service, "s", pid)
+    finally:
+        await service.aclose()
+
+
+async def test_the_error_leaving_a_service_block_is_the_blocks_own(dsn: str) -> None:
+    with pytest.raises(KeyError, match="mine"):
+        async with PostgresSessionService(dsn) as service, service.lease(**KEY, session_id="s"):
+            raise KeyError("mine")

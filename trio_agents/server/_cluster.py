@@ -132,8 +132,10 @@ class PostgresCluster(LocalCluster):
     async def serve(
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Listen for the other processes' messages and send this one's, until cancelled."""
-        async with trio.open_nursery() as nursery:
+        """Listen for the other processes' messages and send this one's, and watch the runs'
+        lock connections (see :meth:`~trio_agents.sessions.PostgresSessionService.watching`),
+        until cancelled."""
+        async with self._service.watching(), trio.open_nursery() as nursery:
             nursery.start_soon(self._send_all)
             await nursery.start(self._listen, core)
             task_status.started()

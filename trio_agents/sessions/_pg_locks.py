@@ -34,6 +34,7 @@ __all__ = [
     "Held",
     "LEASES_PER_CONNECTION",
     "SPARE_CONNECTIONS",
+    "Watches",
     "keep_holding",
     "open_lock_connection",
 ]
@@ -224,9 +225,16 @@ class SharedLockConnections:
         else:
             await trio.lowlevel.checkpoint()
 
+    def watch_all(self, nursery: trio.Nursery) -> None:
+        """Watch every connection in ``nursery``: those open now, and those opened later."""
+        self.nursery = nursery
+        for shared in self._open:
+            nursery.start_soon(self._watch, shared)
+
     async def _watch(self, shared: LockConnection) -> None:
         """Watch ``shared`` until it is closed; once it is found lost, hand it to ``on_lost``
         (which takes its runs' locks again elsewhere)."""
+        shared.watch = trio.CancelScope()
         with shared.watch:
             try:
                 await shared.wait_lost()
@@ -241,6 +249,34 @@ class SharedLockConnections:
         connections, self._open = self._open, []
         for shared in connections:
             await shared.aclose()
+
+
+class Watches:
+    """While the block lasts, ``shared``'s connections are watched (:meth:`LockConnection.
+    wait_lost`) in a nursery of its own, owned by the task that entered it; a no-op when they
+    are already watched. The nursery is entered and left by hand, so that the block's own error
+    leaves the block as it is (not in an exception group): the watches never fail."""
+
+    def __init__(self, shared: SharedLockConnections) -> None:
+        self._shared = shared
+        self._manager: Any = None
+
+    async def __aenter__(self) -> None:
+        if self._shared.nursery is None:
+            self._manager = trio.open_nursery()
+            self._shared.watch_all(await self._manager.__aenter__())
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        manager, self._manager = self._manager, None
+        nursery = self._shared.nursery
+        if manager is None or nursery is None:  # another block watches them
+            await trio.lowlevel.checkpoint()
+            return
+        self._shared.nursery = None
+        nursery.cancel_scope.cancel(reason="the lock connections are no longer watched")
+        await manager.__aexit__(None, None, None)
 
 
 async def open_lock_connection(connect: Callable[[], Any], session_id: str) -> Any:

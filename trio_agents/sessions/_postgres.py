@@ -53,6 +53,7 @@ from ._pg_locks import (
     Held,
     LockConnection,
     SharedLockConnections,
+    Watches,
     keep_holding,
     open_lock_connection,
 )
@@ -150,7 +151,7 @@ class PostgresSessionService(SqlSessionService):
         self._appends = AppendBatcher(self._open_connection, max_batch, self._reach)
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
         self._shared = SharedLockConnections(self._connect, self._relock)
-        self._watching: Any = None  # the nursery manager of the lock connections' watches
+        self._watches: Watches | None = None  # those of ``async with service``
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
@@ -173,26 +174,29 @@ class PostgresSessionService(SqlSessionService):
                 await self._shared.aclose()
 
     async def __aenter__(self) -> Self:
-        """Open the service: while the block lasts, its shared lock connections are watched
-        (a run whose lock's connection breaks takes its lock again on another one)."""
-        self._watching = trio.open_nursery()
-        self._shared.nursery = await self._watching.__aenter__()
+        """Open the service: its lock connections are watched while the block lasts (see
+        :meth:`watching`)."""
+        self._watches = self.watching()
+        await self._watches.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        watches, self._watches = self._watches, None
         try:
-            await self._stop_watching()
+            if watches is not None:
+                await watches.__aexit__(*exc_info)
         finally:
             with trio.CancelScope(shield=True):
                 await self.aclose()
 
-    async def _stop_watching(self) -> None:
-        """End the watches (the block's own error, if any, is not the nursery's to report)."""
-        watching, nursery = self._watching, self._shared.nursery
-        self._watching = self._shared.nursery = None
-        if watching is not None and nursery is not None:
-            nursery.cancel_scope.cancel(reason="the PostgreSQL session service is closing")
-            await watching.__aexit__(None, None, None)
+    def watching(self) -> Watches:
+        """An async context manager: while its block lasts, the connections holding the runs'
+        locks are watched, so that one that breaks is noticed at once, its runs taking their
+        locks again on another connection (a run whose lock another holder took meanwhile is
+        cancelled: its lease ends with :class:`~trio_agents.LeaseLostError`). ``async with
+        service`` watches for its block, and a server on the service for its lifespan; unwatched,
+        a broken connection's runs go on without their locks. A no-op when already watched."""
+        return Watches(self._shared)
 
     # -- running queries --------------------------------------------------------------------
 
