@@ -72,7 +72,7 @@ __all__ = ["PostgresSessionService"]
 T = TypeVar("T")
 Key = tuple[str, str, str]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "CREATE TABLE trio_agents_app_state (app_name TEXT PRIMARY KEY, state TEXT NOT NULL)",
@@ -87,6 +87,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX trio_agents_events_by_session"
         " ON trio_agents_events (app_name, user_id, session_id, seq)",
     ),
+    (  # the cancels sent to the other processes, for a listener that was reconnecting
+        "CREATE TABLE IF NOT EXISTS trio_agents_cancels (seq BIGSERIAL PRIMARY KEY,"
+        " sent TIMESTAMPTZ NOT NULL DEFAULT now(), invocation_id TEXT NOT NULL,"
+        " digest TEXT NOT NULL, message TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS trio_agents_cancels_by_time ON trio_agents_cancels (sent)",
+    ),
 )
 """``MIGRATIONS[v]`` takes a database from schema version ``v`` to ``v + 1``."""
 
@@ -96,6 +102,11 @@ _CANCEL_REPEAT = 0.25  # a cancel request the server dropped is sent again after
 
 
 logger = logging.getLogger("trio_agents.sessions")
+
+CANCELS_KEPT = 60.0
+"""Seconds a cancel sent to the other processes stays recorded (:meth:`PostgresSessionService.
+signal_cancel`): a process whose listener lost its connection for less than that finds it when
+it listens again."""
 
 DEFAULT_MAX_LOCK_CONNECTIONS = 256
 """Runs one service may hold a PostgreSQL lock for at once (runs that do not queue for their
@@ -460,6 +471,42 @@ class PostgresSessionService(SqlSessionService):
                 conn.execute("SELECT pg_notify(%s, %s)", (channel, message))
 
         await self._run(notify)
+
+    async def signal_cancel(self, message: str, *, invocation_id: str, digest: str) -> None:
+        """Send ``message``, the cancel of ``invocation_id`` (of the session ``digest`` names),
+        like :meth:`signal`, and record it in the same transaction, so that a process whose
+        listener was reconnecting meanwhile still finds it (:meth:`cancels_since`). Records
+        older than :data:`CANCELS_KEPT` seconds are deleted on the way."""
+        channel = await self.signal_channel()
+
+        def send(conn: Any) -> None:
+            conn.execute(
+                "DELETE FROM trio_agents_cancels WHERE sent < now() - make_interval(secs => %s)",
+                (CANCELS_KEPT,),
+            )
+            conn.execute(
+                "INSERT INTO trio_agents_cancels (invocation_id, digest, message)"
+                " VALUES (%s, %s, %s)",
+                (invocation_id, digest, message),
+            )
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, message))
+
+        await self._run(send)
+
+    async def cancels_since(self, seconds: float) -> list[str]:
+        """The cancels (:meth:`signal_cancel`'s messages) recorded in the last ``seconds``
+        seconds of the database's clock (at most :data:`CANCELS_KEPT`), oldest first."""
+        window = min(seconds, CANCELS_KEPT)
+
+        def read(conn: Any) -> list[str]:
+            rows = conn.execute(
+                "SELECT message FROM trio_agents_cancels"
+                " WHERE sent >= now() - make_interval(secs => %s) ORDER BY seq",
+                (window,),
+            )
+            return [message for (message,) in rows]
+
+        return await self._run(read)
 
     @contextlib.asynccontextmanager
     async def _lock_slot(self, session_id: str, wait: bool) -> AsyncIterator[None]:
