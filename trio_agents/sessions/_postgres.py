@@ -132,6 +132,11 @@ class PostgresSessionService(SqlSessionService):
     Appends are group-committed on a connection of their own (besides the pool's): appends made
     while a transaction of appends is in flight share the next one, at most ``max_batch`` each
     (``max_batch=1``: every append is a transaction of its own).
+
+    Once the database is found unreachable, callers hear
+    :class:`~trio_agents.StoreUnavailableError` at once until something succeeds again (see
+    :mod:`._pg_outage`). Use it as ``async with PostgresSessionService(dsn) as service:`` so
+    that the connections holding the runs' locks are watched (see :meth:`watching`).
     """
 
     def __init__(
@@ -345,6 +350,11 @@ class PostgresSessionService(SqlSessionService):
         ``wait=False`` raise :class:`~trio_agents.SessionBusyError`; ``wait=True`` queues in
         PostgreSQL's lock queue (cancellable). The lock goes with its connection: when the run
         ends, or when the process dies and the server notices the connection is gone.
+
+        While the service is watched (:meth:`watching`), a ``wait=False`` lock whose connection
+        breaks is taken again on another one at once; when another holder took it meanwhile
+        (or the store cannot be reached), the block is cancelled and the lease raises
+        :class:`~trio_agents.LeaseLostError`.
         """
         async with super().lease(
             app_name=app_name, user_id=user_id, session_id=session_id, wait=wait
@@ -428,7 +438,7 @@ class PostgresSessionService(SqlSessionService):
             except SessionBusyError:
                 held.lose("another holder took it after its connection to PostgreSQL broke")
                 continue
-            except StoreUnavailableError as exc:
+            except Exception as exc:  # StoreUnavailableError, or anything the driver raised
                 held.lose(f"it could not be taken again: {exc}")
                 continue
             if held.ended:  # the run ended meanwhile (its lease gave ``lost`` back)
