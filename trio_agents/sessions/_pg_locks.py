@@ -31,10 +31,8 @@ from .._errors import StoreUnavailableError
 
 __all__ = [
     "HOLD_SETTINGS",
-    "Held",
     "LEASES_PER_CONNECTION",
     "SPARE_CONNECTIONS",
-    "Watches",
     "keep_holding",
     "open_lock_connection",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OUTAGE_CONNECT_TIMEOUT", "OUTAGE_WAIT", "Reachability"]
+__all__ = ["OUTAGE_CONNECT_TIMEOUT", "OUTAGE_WAIT"]
 
 OUTAGE_WAIT = 1.5
 """Seconds a request waits for a pooled connection while the database is known unreachable."""
