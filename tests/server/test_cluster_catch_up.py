@@ -14,6 +14,7 @@ import trio
 
 from tests.pg_cluster import ensure_cluster
 from trio_agents import Event
+from trio_agents.server import _cluster
 from trio_agents.server._cluster import CANCEL_REASON, PostgresCluster, _addressed, _digest
 from trio_agents.server._core import ServerCore
 from trio_agents.sessions import PostgresSessionService
@@ -76,8 +77,9 @@ def listeners(dsn: str, name: str) -> int:
 
 
 async def test_a_cancel_sent_while_the_runs_listener_reconnects_still_cancels_it(
-    base: str,
+    base: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_cluster, "RECONNECT_WAIT", 3.0)  # room to send the cancel, under load
     here_dsn, _ = named(base)
     there_dsn, there_name = named(base)
     async with (
