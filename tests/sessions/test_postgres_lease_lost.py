@@ -87,8 +87,26 @@ async def test_runs_whose_lock_connection_is_terminated_take_their_locks_again(d
         assert service._shared.connections == 1  # the broken one was closed
 
 
-async def test_a_run_whose_lock_was_taken_meanwhile_is_cancelled_with_lease_lost(
+async def test_a_queued_run_whose_own_lock_connection_is_terminated_takes_its_lock_again(
     dsn: str,
+) -> None:
+    """A run that queued for its lock holds it on a connection of its own: watched too."""
+    async with PostgresSessionService(dsn) as service, PostgresSessionService(dsn) as other:
+        async with service.lease(**KEY, session_id="s", wait=True):
+            pid = await holder(service, "s")
+            assert pid is not None
+            await trio.to_thread.run_sync(terminate, dsn, pid)
+            await until_held_again(service, "s", pid)
+            with pytest.raises(SessionBusyError):
+                async with other.lease(**KEY, session_id="s"):
+                    pass  # pragma: no cover
+        assert not await other.lease_held(**KEY, session_id="s")
+        assert service._shared.connections == 1  # the lock moved to a shared one, kept spare
+
+
+@pytest.mark.parametrize("wait", [False, True], ids=["shared", "queued"])
+async def test_a_run_whose_lock_was_taken_meanwhile_is_cancelled_with_lease_lost(
+    dsn: str, wait: bool
 ) -> None:
     async with PostgresSessionService(dsn) as service:
         lock = _lock_id(await service._ensure_open(), ("app", "u", "s"))
@@ -97,7 +115,7 @@ async def test_a_run_whose_lock_was_taken_meanwhile_is_cancelled_with_lease_lost
             contextlib.ExitStack() as thieves,
             pytest.raises(LeaseLostError, match=r"Session s: .*another holder") as caught,
         ):
-            async with service.lease(**KEY, session_id="s"):
+            async with service.lease(**KEY, session_id="s", wait=wait):
                 pid = await holder(service, "s")
                 assert pid is not None
                 thieves.enter_context(terminate_and_take(dsn, pid, lock))

@@ -95,8 +95,10 @@ class Held:
 class LockConnection:
     """One shared connection: its holders, and a lock so its statements go one at a time."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, own: bool = False) -> None:
         self.conn = conn
+        self.own = own
+        """Whether it is a run's own (one that queued for its lock), not a shared one."""
         self.holders = 0
         self.broken = False
         self.leases: set[Held] = set()
@@ -201,8 +203,7 @@ class SharedLockConnections:
             if shared is None:
                 shared = LockConnection(await open_lock_connection(self._connect, session_id))
                 self._open.append(shared)
-                if self.nursery is not None:
-                    self.nursery.start_soon(self._watch, shared)
+                self.watch(shared)
             shared.holders += 1
             return shared
 
@@ -222,6 +223,11 @@ class SharedLockConnections:
             await shared.aclose()
         else:
             await trio.lowlevel.checkpoint()
+
+    def watch(self, shared: LockConnection) -> None:
+        """Watch ``shared`` (one of these, or a run's own) while connections are watched."""
+        if self.nursery is not None:
+            self.nursery.start_soon(self._watch, shared)
 
     def watch_all(self, nursery: trio.Nursery) -> None:
         """Watch every connection in ``nursery``: those open now, and those opened later."""

@@ -368,33 +368,42 @@ class PostgresSessionService(SqlSessionService):
 
     @contextlib.asynccontextmanager
     async def _waiting_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
-        """Queue for ``lock`` in PostgreSQL (cancellable) on a connection of its own."""
-        async with self._lock_connection(session_id) as conn:
-            await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, True))
-            try:
+        """Queue for ``lock`` in PostgreSQL (cancellable) on a connection of its own (watched
+        as the shared ones are: when it breaks, the lock is tried again on a shared one)."""
+        async with self._lock_connection(session_id) as own:
+            await _cancellable(lambda call: own.conn, _keep, lambda c: _lock(c, lock, True))
+            held = Held(session_id, lock, own)
+            own.leases.add(held)
+            self._shared.watch(own)
+            async with self._holding(held):
                 yield
-            finally:  # unlocked before the lease returns: free at once for any process
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(_unlock, conn, lock)
 
     @contextlib.asynccontextmanager
     async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
         """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
         held = Held(session_id, lock, await self._locked(session_id, lock))
         held.shared.leases.add(held)
+        async with self._holding(held):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, held: Held) -> AsyncIterator[None]:
+        """The run of ``held``'s lock: cancelled if the lock is lost for good (see
+        :meth:`_relock`), which the lease then raises; the lock is let go at the end."""
         try:
             try:
-                with held.scope:  # cancelled when the lock is lost for good (see _relock)
+                with held.scope:
                     yield
             finally:  # unlocked before the lease returns: free at once for any process
                 held.ended = True
                 held.shared.leases.discard(held)
                 if not held.shared.broken:
-                    await held.shared.call(functools.partial(_unlock, lock=lock))
+                    await held.shared.call(functools.partial(_unlock, lock=held.lock))
         finally:  # the error leaving the block stays the error
-            await self._give_back(held.shared)
+            if not held.shared.own:  # a run's own connection is closed with its lease
+                await self._give_back(held.shared)
         if held.lost is not None:
-            raise LeaseLostError(session_id, held.lost)
+            raise LeaseLostError(held.session_id, held.lost)
 
     async def _locked(self, session_id: str, lock: int) -> LockConnection:
         """A shared connection on which ``lock`` is now held. A connection found lost (its
@@ -448,7 +457,8 @@ class PostgresSessionService(SqlSessionService):
             lost.leases.discard(held)
             shared.leases.add(held)
             held.shared = shared
-            await self._give_back(lost)
+            if not lost.own:  # a run's own connection is closed with its lease
+                await self._give_back(lost)
 
     async def _give_back(self, shared: LockConnection) -> None:
         with trio.CancelScope(shield=True):
@@ -544,18 +554,17 @@ class PostgresSessionService(SqlSessionService):
             slots.release_on_behalf_of(borrower)
 
     @contextlib.asynccontextmanager
-    async def _lock_connection(self, session_id: str) -> AsyncIterator[Any]:
+    async def _lock_connection(self, session_id: str) -> AsyncIterator[LockConnection]:
         """A connection of its own, for a lock queued for in PostgreSQL.
 
         Raises:
             StoreUnavailableError: the server refused another connection.
         """
-        conn = await open_lock_connection(self._connect, session_id)
+        own = LockConnection(await open_lock_connection(self._connect, session_id), own=True)
         try:
-            yield conn
+            yield own
         finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(conn.close)
+            await own.aclose()
 
     def held_connection(self) -> Any:
         """A new autocommit connection for locks or ``LISTEN`` (no transaction ever stays open
