@@ -351,8 +351,8 @@ class PostgresSessionService(SqlSessionService):
         PostgreSQL's lock queue (cancellable). The lock goes with its connection: when the run
         ends, or when the process dies and the server notices the connection is gone.
 
-        While the service is watched (:meth:`watching`), a ``wait=False`` lock whose connection
-        breaks is taken again on another one at once; when another holder took it meanwhile
+        While the service is watched (:meth:`watching`), a lock whose connection breaks is
+        taken again on a shared connection at once; when another holder took it meanwhile
         (or the store cannot be reached), the block is cancelled and the lease raises
         :class:`~trio_agents.LeaseLostError`.
         """
