@@ -89,8 +89,21 @@ def _start() -> str:
     _run([f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
     log = os.path.join(root, "log")
+    _state.update(pg_ctl=f"{bin_dir}/pg_ctl", data=data, options=options, log=log)
     _run([f"{bin_dir}/pg_ctl", "-D", data, "-o", options, "-w", "-l", log, "start"])
     return f"host=127.0.0.1 port={port} user=postgres"
+
+
+def stop_cluster() -> None:
+    """Stop the test cluster at once (an outage: every connection to it breaks, and new ones
+    are refused until :func:`start_cluster`). Blocking: waits until the server has exited."""
+    _run([_state["pg_ctl"], "-D", _state["data"], "-m", "immediate", "-w", "stop"])
+
+
+def start_cluster() -> None:
+    """Start the test cluster again after :func:`stop_cluster` (same port, same data)."""
+    command = [_state["pg_ctl"], "-D", _state["data"], "-o", _state["options"], "-w"]
+    _run([*command, "-l", _state["log"], "start"])
 
 
 def ensure_cluster() -> str:

@@ -12,6 +12,7 @@ working::
     │   ├── SessionExistsError                              create with an id already taken
     │   ├── StaleSessionError(SessionError, ValueError)     append through an outdated snapshot
     │   ├── SessionBusyError                                a run is already in flight
+    │   ├── LeaseLostError                                  a run lost its lease to another
     │   └── StoreUnavailableError                           the store refused a connection
     ├── ArtifactNotFoundError(TrioAgentsError, LookupError) no such artifact version
     ├── ModelError                                          talking to a model failed
@@ -49,6 +50,7 @@ __all__ = [
     "AgentTransferError",
     "ArtifactNotFoundError",
     "ConfigurationError",
+    "LeaseLostError",
     "LlmCallLimitError",
     "ModelError",
     "ModelHTTPError",
@@ -141,6 +143,19 @@ class SessionBusyError(SessionError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id} already has a run in flight", session_id=session_id)
+
+
+class LeaseLostError(SessionError):
+    """A run in flight lost its session's lease: the store's connection holding it broke and
+    the lease could not be taken again (another holder took it meanwhile, or the store could
+    not be reached). The run was cancelled; ``reason`` says which."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(
+            f"Session {session_id}: the run lost its lease ({reason}); it was cancelled",
+            session_id=session_id,
+        )
+        self.reason = reason
 
 
 class StoreUnavailableError(SessionError):

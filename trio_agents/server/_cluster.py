@@ -35,6 +35,9 @@ LISTEN_WAIT = 0.5
 """Seconds the listener's worker thread waits for notifications before checking for a cancel."""
 RECONNECT_WAIT = 1.0
 """Seconds before the listener connects again after losing its connection."""
+CATCH_UP_MARGIN = LISTEN_WAIT + 1.5
+"""Seconds before the listener found its connection lost from which it reads the recorded
+cancels once it listens again (the loss is found up to :data:`LISTEN_WAIT` late)."""
 OUTBOX = 4096
 """Announcements waiting to be sent at most (more are dropped, with a warning)."""
 SIGNALS_AT_ONCE = 256
@@ -123,6 +126,8 @@ class PostgresCluster(LocalCluster):
         self._watchers: dict[SessionKey, set[RemoteEnd]] = {}
         self._pending: collections.OrderedDict[str, str] = collections.OrderedDict()
         """Cancels for runs not registered yet: invocation id by session digest."""
+        self._heard: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """The last cancels heard (their messages): reading the recorded ones skips them."""
         self._long: dict[str, tuple[SessionKey, int]] = {}
         """The sessions messages name by digest alone (see :func:`_addressed`) that runs or
         followers here care about, by digest: the key and how many care."""
@@ -132,8 +137,10 @@ class PostgresCluster(LocalCluster):
     async def serve(
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Listen for the other processes' messages and send this one's, until cancelled."""
-        async with trio.open_nursery() as nursery:
+        """Listen for the other processes' messages and send this one's, and watch the runs'
+        lock connections (see :meth:`~trio_agents.sessions.PostgresSessionService.watching`),
+        until cancelled."""
+        async with self._service.watching(), trio.open_nursery() as nursery:
             nursery.start_soon(self._send_all)
             await nursery.start(self._listen, core)
             task_status.started()
@@ -165,15 +172,20 @@ class PostgresCluster(LocalCluster):
         self, core: ServerCore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Keep a connection listening (connecting again when it is lost); started once the
-        first attempt to listen succeeded or failed."""
-
+        first attempt to listen succeeded or failed. Once it listens again, the cancels recorded
+        since it stopped (:meth:`~trio_agents.sessions.PostgresSessionService.cancels_since`)
+        reach this process's runs: none is lost while it was reconnecting."""
         started = False
+        lost_at: float | None = None  # when the listening stopped, while it has not resumed
         while True:
             try:
                 channel = await self._service.signal_channel()
                 conn = await trio.to_thread.run_sync(self._service.held_connection)
                 try:
                     await trio.to_thread.run_sync(_listen_on, conn, channel)
+                    if lost_at is not None:
+                        await self._catch_up(core, trio.current_time() - lost_at)
+                        lost_at = None
                     if not started:
                         started = True
                         task_status.started()
@@ -185,12 +197,23 @@ class PostgresCluster(LocalCluster):
                         await trio.to_thread.run_sync(conn.close)
             except Exception as exc:
                 logger.warning("listening to the other servers failed (%s); retrying", exc)
+            if lost_at is None:
+                lost_at = trio.current_time()
             if not started:
                 started = True
                 task_status.started()
             await trio.sleep(RECONNECT_WAIT)
 
-    def _dispatch(self, core: ServerCore, payload: str) -> None:
+    async def _catch_up(self, core: ServerCore, elapsed: float) -> None:
+        """Cancel the runs here that cancels recorded in the last ``elapsed`` seconds (and a
+        margin) name, those heard already aside."""
+        for payload in await self._service.cancels_since(elapsed + CATCH_UP_MARGIN):
+            if payload not in self._heard:
+                self._dispatch(core, payload, live_only=True)
+
+    def _dispatch(self, core: ServerCore, payload: str, *, live_only: bool = False) -> None:
+        """Act on another process's message; ``live_only``: a cancel read late reaches only a
+        run in flight now (not one registered later, which may reuse its invocation id)."""
         try:
             message = json.loads(payload)
             named = message.get("key")
@@ -199,18 +222,33 @@ class PostgresCluster(LocalCluster):
             )
             digest = message.get("digest") or _digest(tuple(named))
             if message["op"] == "cancel":
-                self._cancel_here(core, key, digest, message["invocationId"])
+                if not live_only:
+                    self._hear(payload)
+                self._cancel_here(core, key, digest, message["invocationId"], live_only)
             elif message["op"] == "end" and key is not None:  # else no one here cares
                 self._ended_there(core, key, Frame(message["kind"], message["data"]))
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("ignored a malformed message from another server (%s)", exc)
 
+    def _hear(self, payload: str) -> None:
+        self._heard[payload] = None
+        self._heard.move_to_end(payload)
+        while len(self._heard) > PENDING_CANCELS:
+            self._heard.popitem(last=False)
+
     def _cancel_here(
-        self, core: ServerCore, key: SessionKey | None, digest: str, invocation_id: str
+        self,
+        core: ServerCore,
+        key: SessionKey | None,
+        digest: str,
+        invocation_id: str,
+        live_only: bool = False,
     ) -> None:
         live = None if key is None else core.live.get(key)
         if live is not None and live.invocation_id == invocation_id:
             live.cancel(CANCEL_REASON)
+            return
+        if live_only:
             return
         self._pending[digest] = invocation_id  # it may be ours, not registered yet
         self._pending.move_to_end(digest)
@@ -254,7 +292,9 @@ class PostgresCluster(LocalCluster):
         if not await self.in_flight_elsewhere(key):
             return False
         message = {"op": "cancel", **_addressed(key), "invocationId": invocation_id}
-        await self._service.signal(dumps(message))
+        await self._service.signal_cancel(
+            dumps(message), invocation_id=invocation_id, digest=_digest(key)
+        )
         return True
 
     def registered(self, core: ServerCore, key: SessionKey) -> None:

@@ -34,6 +34,7 @@ import trio
 
 from .._errors import StoreUnavailableError
 from ._pg_appends import Append, write_batch
+from ._pg_outage import Reachability
 
 __all__: list[str] = []  # internal: used by the PostgreSQL session service
 
@@ -55,8 +56,14 @@ class _Waiter:
 class AppendBatcher:
     """Commits appends in batches on one connection (``connect`` opens it, in a worker thread)."""
 
-    def __init__(self, connect: Callable[[], Any], max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        max_batch: int = DEFAULT_MAX_BATCH,
+        reach: Reachability | None = None,
+    ) -> None:
         self._connect = connect
+        self._reach = reach or Reachability()
         self._max_batch = max_batch
         self._conn: Any = None
         self._queue: dict[_Waiter, None] = {}  # in arrival order
@@ -146,6 +153,8 @@ class AppendBatcher:
             results = write_batch(conn, appends)
         except Exception as exc:
             _rollback(conn)
+            if _lost(conn):
+                self._reach.failed(exc)
             if _lost(conn) and again:
                 return self._reconnected(appends, exc)
             if _lost(conn):
@@ -157,7 +166,10 @@ class AppendBatcher:
             conn.commit()
         except Exception as exc:
             _rollback(conn)
+            if _lost(conn):
+                self._reach.failed(exc)
             return [outcome.Error(_commit_failed(a, len(appends), conn, exc)) for a in appends]
+        self._reach.succeeded()
         return results
 
     def _reconnected(self, appends: list[Append], lost: Exception) -> Results:

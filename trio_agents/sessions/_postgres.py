@@ -32,6 +32,7 @@ import trio
 
 from .._errors import (
     ConfigurationError,
+    LeaseLostError,
     SessionBusyError,
     SessionExistsError,
     StoreUnavailableError,
@@ -49,11 +50,14 @@ from ._event_cache import (
 from ._pg_appends import Append
 from ._pg_batch import DEFAULT_MAX_BATCH, AppendBatcher
 from ._pg_locks import (
+    Held,
     LockConnection,
     SharedLockConnections,
+    Watches,
     keep_holding,
     open_lock_connection,
 )
+from ._pg_outage import Reachability
 from ._sql import History, Job, Mark, Scopes, SqlSessionService
 
 try:
@@ -68,7 +72,7 @@ __all__ = ["PostgresSessionService"]
 T = TypeVar("T")
 Key = tuple[str, str, str]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "CREATE TABLE trio_agents_app_state (app_name TEXT PRIMARY KEY, state TEXT NOT NULL)",
@@ -83,6 +87,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX trio_agents_events_by_session"
         " ON trio_agents_events (app_name, user_id, session_id, seq)",
     ),
+    (  # the cancels sent to the other processes, for a listener that was reconnecting
+        "CREATE TABLE IF NOT EXISTS trio_agents_cancels (seq BIGSERIAL PRIMARY KEY,"
+        " sent TIMESTAMPTZ NOT NULL DEFAULT now(), invocation_id TEXT NOT NULL,"
+        " digest TEXT NOT NULL, message TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS trio_agents_cancels_by_time ON trio_agents_cancels (sent)",
+    ),
 )
 """``MIGRATIONS[v]`` takes a database from schema version ``v`` to ``v + 1``."""
 
@@ -92,6 +102,11 @@ _CANCEL_REPEAT = 0.25  # a cancel request the server dropped is sent again after
 
 
 logger = logging.getLogger("trio_agents.sessions")
+
+CANCELS_KEPT = 60.0
+"""Seconds a cancel sent to the other processes stays recorded (:meth:`PostgresSessionService.
+signal_cancel`): a process whose listener lost its connection for less than that finds it when
+it listens again."""
 
 DEFAULT_MAX_LOCK_CONNECTIONS = 256
 """Runs one service may hold a PostgreSQL lock for at once (runs that do not queue for their
@@ -117,6 +132,11 @@ class PostgresSessionService(SqlSessionService):
     Appends are group-committed on a connection of their own (besides the pool's): appends made
     while a transaction of appends is in flight share the next one, at most ``max_batch`` each
     (``max_batch=1``: every append is a transaction of its own).
+
+    Once the database is found unreachable, callers hear
+    :class:`~trio_agents.StoreUnavailableError` at once until something succeeds again (see
+    :mod:`._pg_outage`). Use it as ``async with PostgresSessionService(dsn) as service:`` so
+    that the connections holding the runs' locks are watched (see :meth:`watching`).
     """
 
     def __init__(
@@ -143,9 +163,11 @@ class PostgresSessionService(SqlSessionService):
         if max_batch < 1:
             raise ConfigurationError(f"max_batch must be >= 1, got {max_batch}")
         super().__init__()
-        self._appends = AppendBatcher(functools.partial(psycopg.connect, dsn), max_batch)
+        self._reach = Reachability()
+        self._appends = AppendBatcher(self._open_connection, max_batch, self._reach)
         self._lock_slots = trio.CapacityLimiter(max_lock_connections)
-        self._shared = SharedLockConnections(self._connect)
+        self._shared = SharedLockConnections(self._connect, self._relock)
+        self._watches: Watches | None = None  # those of ``async with service``
         self.dsn = dsn
         self._pool = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": False}
@@ -168,11 +190,29 @@ class PostgresSessionService(SqlSessionService):
                 await self._shared.aclose()
 
     async def __aenter__(self) -> Self:
+        """Open the service: its lock connections are watched while the block lasts (see
+        :meth:`watching`)."""
+        self._watches = self.watching()
+        await self._watches.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.aclose()
+        watches, self._watches = self._watches, None
+        try:
+            if watches is not None:
+                await watches.__aexit__(*exc_info)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+
+    def watching(self) -> Watches:
+        """An async context manager: while its block lasts, the connections holding the runs'
+        locks are watched, so that one that breaks is noticed at once, its runs taking their
+        locks again on another connection (a run whose lock another holder took meanwhile is
+        cancelled: its lease ends with :class:`~trio_agents.LeaseLostError`). ``async with
+        service`` watches for its block, and a server on the service for its lifespan; unwatched,
+        a broken connection's runs go on without their locks. A no-op when already watched."""
+        return Watches(self._shared)
 
     # -- running queries --------------------------------------------------------------------
 
@@ -184,12 +224,17 @@ class PostgresSessionService(SqlSessionService):
             revision: Any = await self._appends.commit(fn)
             return revision  # type: ignore[no-any-return]
         async with self._slots:
-            take = functools.partial(_from_pool, self._pool)
+            take = functools.partial(_from_pool, self._pool, self._reach)
+            give = functools.partial(_to_pool, self._pool, self._reach)
             retries = self._pool.max_size  # every pooled connection may be stale
             try:
-                return await _cancellable(take, self._pool.putconn, fn, retries=retries)
+                result = await _cancellable(take, give, fn, retries=retries)
             except psycopg.OperationalError as exc:
+                if _is_outage(exc):
+                    self._reach.failed(exc)
                 raise _unreachable(exc) from exc
+            self._reach.succeeded()
+            return result
 
     async def _ensure_open(self) -> str:
         """Create or migrate the tables (once), open the pool; the current schema's name."""
@@ -202,14 +247,26 @@ class PostgresSessionService(SqlSessionService):
                 try:
                     schema = await trio.to_thread.run_sync(self._prepare, abandon_on_cancel=True)
                 except psycopg.OperationalError as exc:
-                    raise _unreachable(exc) from exc
+                    raise _unreachable(exc) from exc  # marked down by _open_connection
                 await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=False))
                 self._schema = schema
             return self._schema
 
     def _prepare(self) -> str:
-        with psycopg.connect(self.dsn) as conn, conn.transaction():
+        with self._open_connection() as conn, conn.transaction():
             return _migrate(conn)
+
+    def _open_connection(self, *, autocommit: bool = False) -> Any:
+        """A new connection (blocking), its attempt noted in the service's reachability: while
+        the database is known unreachable, it gives up connecting after a short timeout."""
+        options = self._reach.connect_options()
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=autocommit, **options)
+        except psycopg.OperationalError as exc:
+            self._reach.failed(exc)
+            raise
+        self._reach.succeeded()
+        return conn
 
     # -- the dialect (the logic is SqlSessionService's) -------------------------------------
 
@@ -293,6 +350,11 @@ class PostgresSessionService(SqlSessionService):
         ``wait=False`` raise :class:`~trio_agents.SessionBusyError`; ``wait=True`` queues in
         PostgreSQL's lock queue (cancellable). The lock goes with its connection: when the run
         ends, or when the process dies and the server notices the connection is gone.
+
+        While the service is watched (:meth:`watching`), a lock whose connection breaks is
+        taken again on a shared connection at once; when another holder took it meanwhile
+        (or the store cannot be reached), the block is cancelled and the lease raises
+        :class:`~trio_agents.LeaseLostError`.
         """
         async with super().lease(
             app_name=app_name, user_id=user_id, session_id=session_id, wait=wait
@@ -306,26 +368,42 @@ class PostgresSessionService(SqlSessionService):
 
     @contextlib.asynccontextmanager
     async def _waiting_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
-        """Queue for ``lock`` in PostgreSQL (cancellable) on a connection of its own."""
-        async with self._lock_connection(session_id) as conn:
-            await _cancellable(lambda call: conn, _keep, lambda c: _lock(c, lock, True))
-            try:
+        """Queue for ``lock`` in PostgreSQL (cancellable) on a connection of its own (watched
+        as the shared ones are: when it breaks, the lock is tried again on a shared one)."""
+        async with self._lock_connection(session_id) as own:
+            await _cancellable(lambda call: own.conn, _keep, lambda c: _lock(c, lock, True))
+            held = Held(session_id, lock, own)
+            own.leases.add(held)
+            self._shared.watch(own)
+            async with self._holding(held):
                 yield
-            finally:  # unlocked before the lease returns: free at once for any process
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(_unlock, conn, lock)
 
     @contextlib.asynccontextmanager
     async def _shared_lock(self, session_id: str, lock: int) -> AsyncIterator[None]:
         """Try ``lock`` on a connection shared with other runs' locks (see ``_pg_locks``)."""
-        shared = await self._locked(session_id, lock)
+        held = Held(session_id, lock, await self._locked(session_id, lock))
+        held.shared.leases.add(held)
+        async with self._holding(held):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, held: Held) -> AsyncIterator[None]:
+        """The run of ``held``'s lock: cancelled if the lock is lost for good (see
+        :meth:`_relock`), which the lease then raises; the lock is let go at the end."""
         try:
             try:
-                yield
+                with held.scope:
+                    yield
             finally:  # unlocked before the lease returns: free at once for any process
-                await shared.call(functools.partial(_unlock, lock=lock))
+                held.ended = True
+                held.shared.leases.discard(held)
+                if not held.shared.broken:
+                    await held.shared.call(functools.partial(_unlock, lock=held.lock))
         finally:  # the error leaving the block stays the error
-            await self._give_back(shared)
+            if not held.shared.own:  # a run's own connection is closed with its lease
+                await self._give_back(held.shared)
+        if held.lost is not None:
+            raise LeaseLostError(held.session_id, held.lost)
 
     async def _locked(self, session_id: str, lock: int) -> LockConnection:
         """A shared connection on which ``lock`` is now held. A connection found lost (its
@@ -359,6 +437,29 @@ class PostgresSessionService(SqlSessionService):
             raise SessionBusyError(session_id)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _relock(self, lost: LockConnection) -> None:
+        """The runs whose locks went with ``lost`` take them again on another connection; a
+        run that cannot (another holder took its lock meanwhile, or the store is unreachable)
+        is cancelled, its lease ending with :class:`~trio_agents.LeaseLostError`."""
+        for held in [held for held in lost.leases if not held.ended]:
+            try:
+                shared = await self._locked(held.session_id, held.lock)
+            except SessionBusyError:
+                held.lose("another holder took it after its connection to PostgreSQL broke")
+                continue
+            except Exception as exc:  # StoreUnavailableError, or anything the driver raised
+                held.lose(f"it could not be taken again: {exc}")
+                continue
+            if held.ended:  # the run ended meanwhile (its lease gave ``lost`` back)
+                await shared.call(functools.partial(_unlock, lock=held.lock))
+                await self._give_back(shared)
+                continue
+            lost.leases.discard(held)
+            shared.leases.add(held)
+            held.shared = shared
+            if not lost.own:  # a run's own connection is closed with its lease
+                await self._give_back(lost)
+
     async def _give_back(self, shared: LockConnection) -> None:
         with trio.CancelScope(shield=True):
             await self._shared.give_back(shared)
@@ -391,6 +492,42 @@ class PostgresSessionService(SqlSessionService):
 
         await self._run(notify)
 
+    async def signal_cancel(self, message: str, *, invocation_id: str, digest: str) -> None:
+        """Send ``message``, the cancel of ``invocation_id`` (of the session ``digest`` names),
+        like :meth:`signal`, and record it in the same transaction, so that a process whose
+        listener was reconnecting meanwhile still finds it (:meth:`cancels_since`). Records
+        older than :data:`CANCELS_KEPT` seconds are deleted on the way."""
+        channel = await self.signal_channel()
+
+        def send(conn: Any) -> None:
+            conn.execute(
+                "DELETE FROM trio_agents_cancels WHERE sent < now() - make_interval(secs => %s)",
+                (CANCELS_KEPT,),
+            )
+            conn.execute(
+                "INSERT INTO trio_agents_cancels (invocation_id, digest, message)"
+                " VALUES (%s, %s, %s)",
+                (invocation_id, digest, message),
+            )
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, message))
+
+        await self._run(send)
+
+    async def cancels_since(self, seconds: float) -> list[str]:
+        """The cancels (:meth:`signal_cancel`'s messages) recorded in the last ``seconds``
+        seconds of the database's clock (at most :data:`CANCELS_KEPT`), oldest first."""
+        window = min(seconds, CANCELS_KEPT)
+
+        def read(conn: Any) -> list[str]:
+            rows = conn.execute(
+                "SELECT message FROM trio_agents_cancels"
+                " WHERE sent >= now() - make_interval(secs => %s) ORDER BY seq",
+                (window,),
+            )
+            return [message for (message,) in rows]
+
+        return await self._run(read)
+
     @contextlib.asynccontextmanager
     async def _lock_slot(self, session_id: str, wait: bool) -> AsyncIterator[None]:
         """One of the ``max_lock_connections`` runs that may hold a lock at once.
@@ -417,27 +554,34 @@ class PostgresSessionService(SqlSessionService):
             slots.release_on_behalf_of(borrower)
 
     @contextlib.asynccontextmanager
-    async def _lock_connection(self, session_id: str) -> AsyncIterator[Any]:
+    async def _lock_connection(self, session_id: str) -> AsyncIterator[LockConnection]:
         """A connection of its own, for a lock queued for in PostgreSQL.
 
         Raises:
             StoreUnavailableError: the server refused another connection.
         """
-        conn = await open_lock_connection(self._connect, session_id)
+        own = LockConnection(await open_lock_connection(self._connect, session_id), own=True)
         try:
-            yield conn
+            yield own
         finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(conn.close)
+            await own.aclose()
 
     def held_connection(self) -> Any:
         """A new autocommit connection for locks or ``LISTEN`` (no transaction ever stays open
         on it), kept however long it idles (see :data:`~._pg_locks.HOLD_SETTINGS`); blocking:
-        call it in a worker thread."""
-        return self._connect()
+        call it in a worker thread.
+
+        Raises:
+            StoreUnavailableError: the database could not be reached (at once while it is known
+                to be unreachable: see :data:`~._pg_outage.OUTAGE_CONNECT_TIMEOUT`).
+        """
+        try:
+            return self._connect()
+        except psycopg.OperationalError as exc:
+            raise _unreachable(exc) from exc
 
     def _connect(self) -> Any:
-        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn = self._open_connection(autocommit=True)
         try:
             keep_holding(conn)
         except BaseException:
@@ -644,16 +788,40 @@ def _ignore(result: object) -> None:
     """Nothing to report: a failed cancel request leaves the call to end on its own."""
 
 
-def _from_pool(pool: Any, call: _Call) -> Any:
-    """A pooled connection; gives up (``_Abandoned``) as soon as the caller is cancelled."""
-    deadline = time.monotonic() + pool.timeout
+def _from_pool(pool: Any, reach: Reachability, call: _Call) -> Any:
+    """A pooled connection; gives up (``_Abandoned``) as soon as the caller is cancelled, and
+    (``PoolTimeout``) after the pool's timeout, or :data:`~._pg_outage.OUTAGE_WAIT` once the
+    database is known unreachable (checked at every poll: an outage found meanwhile counts)."""
+    start = time.monotonic()
     while True:
         call.check()
-        left = deadline - time.monotonic()
+        waited = time.monotonic() - start
+        left = reach.wait(pool.timeout) - waited
         if left <= 0:
-            raise psycopg_pool.PoolTimeout(f"no connection to PostgreSQL after {pool.timeout} s")
+            down = reach.down
+            reason = "" if down is None else f"; the database was found unreachable: {down}"
+            raise psycopg_pool.PoolTimeout(
+                f"no connection to PostgreSQL after {waited:.1f} s{reason}"
+            )
         with contextlib.suppress(psycopg_pool.PoolTimeout):
             return pool.getconn(timeout=min(_POLL, left))
+
+
+def _to_pool(pool: Any, reach: Reachability, conn: Any) -> None:
+    """Give ``conn`` back to the pool; one found lost marks the database down until the next
+    success (the retry that follows then waits for a new one only briefly)."""
+    if _lost(conn):
+        reach.failed(ConnectionError("a pooled connection to PostgreSQL was lost"))
+    pool.putconn(conn)
+
+
+def _is_outage(exc: Exception) -> bool:
+    """Whether ``exc`` says the database could not be reached (a lost or refused connection, a
+    server shutting down), not that the pool was busy or a statement failed."""
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("08", "57P"))
 
 
 # -- SQL ----------------------------------------------------------------------------------------
