@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import attrs
+import pydantic
 import pytest
 
 from tests.agents.llm_helpers import Chat, call, calls, chat, fc, kinds, model_text
@@ -138,6 +139,53 @@ async def test_output_schema_from_a_dataclass_r_out() -> None:
     assert schema is not None
     assert schema["required"] == ["left"]
     assert (await session.session()).state == {"p": {"left": "x", "right": None}}
+
+
+class Invoice(pydantic.BaseModel):
+    total: int
+    memo: str | None = None
+
+
+async def test_output_schema_from_a_pydantic_model() -> None:
+    # ADK 2.13 sends the model's schema and stores the validated answer as
+    # model_dump(exclude_none=True): {"total": 3}, the None field left out.
+    model = ScriptedModel(['{"total": 3, "memo": null}'])
+    agent = LlmAgent(name="a", model=model, output_schema=Invoice, output_key="inv")
+    session = await Chat.start(agent)
+    (event,) = await session.send()
+    assert model.requests[0].response_schema == Invoice.model_json_schema()
+    assert event.error_code is None
+    assert dict(event.actions.state_delta) == {"inv": {"total": 3}}
+    assert (await session.session()).state == {"inv": {"total": 3}}
+
+
+async def test_a_pydantic_mismatch_is_an_error_event_naming_the_field() -> None:
+    model = ScriptedModel(['{"total": "many"}'])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=Invoice, output_key="inv")
+    )
+    (event,) = await session.send()
+    assert event.error_code == "INVALID_OUTPUT_SCHEMA"
+    assert event.error_message is not None
+    assert "$.total" in event.error_message
+    assert "inv" not in (await session.session()).state
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['```json\n{"score": 2}\n```', '  ```\n{"score": 2}```  ', '```JSON {"score": 2}\n```'],
+    ids=["json-fence", "bare-fence", "same-line"],
+)
+async def test_a_json_answer_in_a_code_fence_is_accepted(answer: str) -> None:
+    # ADK 2.13 strips a Markdown fence wrapping the whole answer before parsing it.
+    model = ScriptedModel([answer])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=Verdict, output_key="v")
+    )
+    (event,) = await session.send()
+    assert event.error_code is None
+    assert event.text == answer  # the event keeps the answer as the model gave it
+    assert (await session.session()).state == {"v": {"score": 2, "reason": ""}}
 
 
 async def test_output_schema_as_a_json_schema_dict_r_out() -> None:

@@ -39,8 +39,8 @@ class LlmAgent(BaseAgent):
     a provider callable that bypasses substitution), ``global_instruction`` (deprecated in ADK:
     the root agent's applies to every LLM agent of the tree, before the agent's own instruction),
     ``tools`` (functions, tools or toolsets, whose tools are asked for at every model step),
-    ``output_key``, ``output_schema`` / ``input_schema`` (attrs
-    classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
+    ``output_key``, ``output_schema`` / ``input_schema`` (pydantic
+    models, attrs classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
     ``"none"``), the transfer flags, ``generate_content_config`` and the model/tool callbacks
     (callable or list, sync or async).
     """

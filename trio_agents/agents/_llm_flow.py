@@ -539,7 +539,7 @@ def _apply_output(agent: LlmAgent, actions: EventActionsDraft, event: Event) -> 
 
 def parse_output(agent: LlmAgent, text: str) -> Any:
     """Parse and validate ``text`` against ``agent.output_schema``; return plain JSON data."""
-    from ._output import validate_output
+    from ._output import parse_json_answer, validate_output
 
-    data = json.loads(text)
+    data = parse_json_answer(text)
     return validate_output(agent.output_schema, data, where=f"agent {agent.name!r}")
