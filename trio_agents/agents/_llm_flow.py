@@ -201,7 +201,9 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
             await _instruction(agent.instruction, ctx),
             _identity(agent),
         )
-    request.contents = history_for(ctx).request_contents(agent.include_contents)
+    request.contents = history_for(ctx).request_contents(
+        agent.include_contents, client_ids=model.pairs_calls_by_id
+    )
     tools = agent.run_tools
     declared = _declare(tools, request)
     if declared < len(tools):
