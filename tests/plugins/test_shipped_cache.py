@@ -220,6 +220,7 @@ async def test_replayed_function_calls_get_fresh_ids() -> None:
     call = LlmResponse(
         content=Content(role="model", parts=[Part.from_function_call("echo", {}, id="call-1")])
     )
+
     class Pairing(ScriptedModel):  # sent every call id, the replayed call's too
         pairs_calls_by_id = True
 
