@@ -15,7 +15,7 @@ import pydantic
 import pytest
 
 from tests.agents.llm_helpers import Chat, call, calls, chat, fc, kinds, model_text
-from trio_agents import LlmAgent, SerializationError
+from trio_agents import Content, LlmAgent, SerializationError
 from trio_agents.agents._output import validate_output
 from trio_agents.testing import ScriptedModel
 
@@ -93,6 +93,34 @@ async def test_output_key_is_not_written_from_an_error_response_r_out() -> None:
     (event,) = await session.send()
     assert event.error_code == "MODEL_RETURNED_NO_CONTENT"
     assert (await session.session()).state == {}
+
+
+async def test_a_before_agent_answer_sets_the_output_key_an_after_agent_answer_does_not() -> None:
+    # ADK 2.13's LlmAgent saves its output from the event of a before-agent callback's answer
+    # (with the callback's own state writes), not from an after-agent callback's answer.
+    def before(callback_context: Any) -> Content:
+        callback_context.state["seen"] = True
+        return Content.from_text("cached answer", role="model")
+
+    model = ScriptedModel(["never"])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_key="out", before_agent_callback=before)
+    )
+    (event,) = await session.send()
+    assert dict(event.actions.state_delta) == {"seen": True, "out": "cached answer"}
+    assert (await session.session()).state == {"seen": True, "out": "cached answer"}
+    assert model.requests == []
+
+    def after(callback_context: Any) -> Content:
+        return Content.from_text("footnote", role="model")
+
+    agent = LlmAgent(
+        name="a", model=ScriptedModel(["Hello"]), output_key="out", after_agent_callback=after
+    )
+    answer, footnote = await chat(agent)
+    assert dict(answer.actions.state_delta) == {"out": "Hello"}
+    assert footnote.text == "footnote"
+    assert dict(footnote.actions.state_delta) == {}
 
 
 async def test_a_temp_output_key_is_visible_later_in_the_invocation_only_r_st_4() -> None:

@@ -6,8 +6,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from .._callbacks import CallbackSpec, callback_chain
-from .._context import InvocationContext, ReadonlyContext
+from .._context import CallbackContext, InvocationContext, ReadonlyContext
 from .._errors import ConfigurationError
+from .._events import Event
 from ..models._base import Model, resolve_model
 from ..tools._base import BaseTool
 from ..tools._function import FunctionTool
@@ -167,6 +168,13 @@ class LlmAgent(BaseAgent):
         if default:
             return resolve_model(default)
         raise ConfigurationError(f"agent {self.name!r} has no model and no ancestor gives one")
+
+    def _answered_before(self, event: Event, cc: CallbackContext) -> Event:
+        """A before-agent callback's answer is this agent's final response: it sets the
+        ``output_key`` as the model's would (ADK does the same)."""
+        from ._llm_flow import apply_output
+
+        return apply_output(self, cc, event)
 
     async def _run_async_impl(self, ctx: InvocationContext) -> None:
         from ._llm_flow import run_llm_agent

@@ -475,6 +475,11 @@ def _model_event(
     )
     if cc is None:
         return event  # no output key or schema, and no hook that could have written actions
+    return apply_output(agent, cc, event)
+
+
+def apply_output(agent: LlmAgent, cc: CallbackContext, event: Event) -> Event:
+    """``event`` with the output key written (R-OUT) and the actions of ``cc`` merged in."""
     event = _apply_output(agent, cc.actions, event)
     if not cc.actions.is_empty():
         event = attrs.evolve(event, actions=cc.actions.merged_into(event.actions))
