@@ -633,6 +633,39 @@ def test_callbacks_must_accept_their_keyword_arguments(field: str) -> None:
         LlmAgent(name="a", **{field: [lambda **kw: None, "not callable"]})
 
 
+async def test_callbacks_set_after_construction_are_read_back_and_run() -> None:
+    # ADK's agents are pydantic models: `agent.before_model_callback = cb` takes effect, and
+    # reading the field gives what was set.
+    log: list[str] = []
+    agent = LlmAgent(
+        name="a", model=ScriptedModel([fc("echo", {"x": 1}), "done"]), tools=[Counter().tool()]
+    )
+    assert agent.before_model_callback is None
+    fields = [
+        "before_model_callback",
+        "after_model_callback",
+        "before_tool_callback",
+        "after_tool_callback",
+    ]
+    for field in fields:
+        callback = recorder(log, field)
+        setattr(agent, field, callback)
+        assert getattr(agent, field) is callback
+    await chat(agent)
+    assert log == [
+        "before_model_callback",
+        "after_model_callback",
+        "before_tool_callback",
+        "after_tool_callback",
+        "before_model_callback",
+        "after_model_callback",
+    ]
+    agent.before_model_callback = None
+    assert agent.before_model_callback is None
+    with pytest.raises(ConfigurationError, match="after_tool_callback"):
+        agent.after_tool_callback = "not callable"
+
+
 async def test_text_and_call_from_one_response_keep_their_order_with_callbacks() -> None:
     log: list[str] = []
     model = ScriptedModel([calls(call("echo"), text="thinking"), "ok"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .._callbacks import CallbackSpec, callback_chain
+from .._callbacks import Callback, CallbackSpec, callback_chain
 from .._context import CallbackContext, InvocationContext, ReadonlyContext
 from .._errors import ConfigurationError
 from .._events import Event
@@ -32,6 +32,25 @@ _MODEL_CALLBACKS = {
 }
 
 
+class _CallbackField:
+    """One of an LLM agent's model or tool callbacks: read back as given, and settable after
+    construction as an ADK field is (the chain the flow runs is rebuilt and checked)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name
+
+    def __get__(self, agent: LlmAgent | None, owner: type | None = None) -> Any:
+        return self if agent is None else agent._callback_specs[self.field]
+
+    def __set__(self, agent: LlmAgent, value: CallbackSpec) -> None:
+        params = _MODEL_CALLBACKS[self.field]
+        owner = f"agent {agent.name!r}"
+        agent.callbacks[self.field] = callback_chain(
+            value, owner=owner, field=self.field, params=params
+        )
+        agent._callback_specs[self.field] = value
+
+
 class LlmAgent(BaseAgent):
     """An agent that calls a model in a loop of steps, running the tools the model asks for.
 
@@ -47,6 +66,13 @@ class LlmAgent(BaseAgent):
     """
 
     default_model: ClassVar[Model | str | None] = None
+
+    before_model_callback = _CallbackField()
+    after_model_callback = _CallbackField()
+    on_model_error_callback = _CallbackField()
+    before_tool_callback = _CallbackField()
+    after_tool_callback = _CallbackField()
+    on_tool_error_callback = _CallbackField()
 
     def __init__(
         self,
@@ -89,18 +115,15 @@ class LlmAgent(BaseAgent):
         self.disallow_transfer_to_parent = disallow_transfer_to_parent
         self.disallow_transfer_to_peers = disallow_transfer_to_peers
         self.generate_content_config = _checked_config(generate_content_config, name)
-        specs = {
-            "before_model_callback": before_model_callback,
-            "after_model_callback": after_model_callback,
-            "on_model_error_callback": on_model_error_callback,
-            "before_tool_callback": before_tool_callback,
-            "after_tool_callback": after_tool_callback,
-            "on_tool_error_callback": on_tool_error_callback,
-        }
-        self.callbacks = {
-            field: callback_chain(spec, owner=f"agent {name!r}", field=field, params=params)
-            for (field, params), spec in zip(_MODEL_CALLBACKS.items(), specs.values(), strict=True)
-        }
+        self.callbacks: dict[str, tuple[Callback, ...]] = {}
+        """The model and tool callback chains the flow runs, by field name."""
+        self._callback_specs: dict[str, CallbackSpec] = {}
+        self.before_model_callback = before_model_callback
+        self.after_model_callback = after_model_callback
+        self.on_model_error_callback = on_model_error_callback
+        self.before_tool_callback = before_tool_callback
+        self.after_tool_callback = after_tool_callback
+        self.on_tool_error_callback = on_tool_error_callback
         self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
         self._toolsets = False
         """Whether ``tools`` has toolsets (worked out with the effective tools)."""
