@@ -80,6 +80,22 @@ async def test_function_calls_get_adk_ids_matched_by_the_responses_r_ev_6() -> N
     assert [c.id for c in stored[0].get_function_calls()] == call_ids
 
 
+async def test_tools_added_after_construction_are_offered() -> None:
+    # ADK reads an agent's tools at every step: a function appended to `agent.tools`, or a new
+    # list, is offered (and wrapped) from the next model call on.
+    model = ScriptedModel([fc("add", {"a": 1, "b": 2}), "ok", fc("lookup", {"q": "x"}), "ok"])
+    agent = LlmAgent(name="a", model=model)
+    agent.tools.append(add)
+    session = await Chat.start(agent)
+    first = await session.send()
+    assert [r.response for r in first[1].get_function_responses()] == [{"result": 3}]
+    assert [d.name for d in model.requests[0].tools] == ["add"]
+    agent.tools = [lookup]
+    second = await session.send("again")
+    assert [r.response for r in second[1].get_function_responses()] == [{"result": "found x"}]
+    assert [d.name for d in model.requests[-1].tools] == ["lookup"]
+
+
 async def test_a_model_given_call_id_is_kept_r_ev_6() -> None:
     model = ScriptedModel([fc("lookup", {"q": "1"}, id="call-7"), "ok"])
     events = await chat(LlmAgent(name="a", model=model, tools=[lookup]))

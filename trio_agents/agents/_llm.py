@@ -125,6 +125,8 @@ class LlmAgent(BaseAgent):
         self.after_tool_callback = after_tool_callback
         self.on_tool_error_callback = on_tool_error_callback
         self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
+        self._listed = (0, 0)
+        """The identity and length of the ``tools`` list ``_effective`` was worked out from."""
         self._toolsets = False
         """Whether ``tools`` has toolsets (worked out with the effective tools)."""
         self._resolved: Model | None = None
@@ -142,16 +144,23 @@ class LlmAgent(BaseAgent):
         return self._run_tools()[0]
 
     def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
-        effective = self._effective or self.static_tools()
+        effective = self.static_tools()
         if self._toolsets:  # inside a model step, the tools its toolsets gave
             return step_tools_of(self) or effective
         return effective
 
     def static_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
-        """The tools given as tools (not toolsets), ``transfer_to_agent`` included, by name."""
-        if self._effective is None:
+        """The tools given as tools (not toolsets), ``transfer_to_agent`` included, by name.
+
+        Worked out again when ``tools`` was replaced or grew since (functions added after
+        construction are wrapped then, as ADK takes them at every step).
+        """
+        listed = (id(self.tools), len(self.tools))
+        if self._effective is None or listed != self._listed:
             from ._transfer import TransferToAgentTool, transfer_targets
 
+            self.tools[:] = [_as_tool(t, self.name) for t in self.tools]  # the same list
+            self._listed = (id(self.tools), len(self.tools))
             tools = [tool for tool in self.tools if isinstance(tool, BaseTool)]
             targets = transfer_targets(self)
             if targets:  # AutoFlow (R-LLM-1, R-XFER-2)
