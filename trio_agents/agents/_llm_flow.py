@@ -445,6 +445,10 @@ def _partial_event(agent: LlmAgent, chunk: LlmResponse) -> Event:
         content=chunk.content,
         partial=True,
         turn_complete=chunk.turn_complete,
+        finish_reason=chunk.finish_reason,
+        error_code=chunk.error_code,
+        error_message=chunk.error_message,
+        interrupted=chunk.interrupted,
         usage_metadata=chunk.usage_metadata,
         custom_metadata=chunk.custom_metadata,
     )
