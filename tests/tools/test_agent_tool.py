@@ -402,6 +402,26 @@ async def test_result_is_the_last_contents_non_thought_text_joined_r_at_7() -> N
     assert responses(events[1]) == [("child", {"result": "line 1\nline 2"})]
 
 
+async def test_callbacks_see_the_childs_text_as_the_tool_result() -> None:
+    # ADK 2.13's AgentTool answers with the child's text itself (a string); the model sees it
+    # as {"result": text}. Empty text parts are left out of the joined text.
+    seen: list[Any] = []
+
+    def after_tool(tool: Any, args: Any, tool_context: Any, tool_response: Any) -> None:
+        seen.append(tool_response)
+
+    final = LlmResponse(
+        content=Content(role="model", parts=[Part(text="a"), Part(text=""), Part(text="b")])
+    )
+    child = child_agent([final])
+    parent = parent_agent(
+        [fc("child", {"request": "x"}), "done"], AgentTool(child), after_tool_callback=after_tool
+    )
+    events = await chat(parent)
+    assert seen == ["a\nb"]
+    assert responses(events[1]) == [("child", {"result": "a\nb"})]
+
+
 async def test_output_schema_answer_is_parsed_into_the_result_s_at_3() -> None:
     child = child_agent(['{"v": 7}'], output_schema=Verdict, output_key="child_out")
     events = await chat(parent_agent([fc("child", {"request": "x"}), "done"], AgentTool(child)))

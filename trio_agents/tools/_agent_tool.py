@@ -140,15 +140,17 @@ class AgentTool(BaseTool):
         from ..agents._output import parse_json_answer, validate_output
 
         if last is None:
-            return {"result": ""}
+            return ""
         if last.content is None:
-            return {"result": last.error_message or ""}
-        text = "\n".join(p.text for p in last.content.parts if p.text is not None and not p.thought)
+            return last.error_message or ""
+        text = "\n".join(p.text for p in last.content.parts if p.text and not p.thought)
+        if not text and last.error_message:
+            return last.error_message
         schema = self._schema("output_schema")
         if schema is not None and text.strip():
             data = parse_json_answer(text)
             return validate_output(schema, data, where=f"agent tool {self.name!r}")
-        return {"result": text}
+        return text  # a string, as ADK's agent tool answers (the model sees {"result": text})
 
 
 class _Child:
