@@ -120,6 +120,20 @@ async def test_before_model_may_edit_the_request_s_cb_15() -> None:
     assert request.contents[-1] == Content.from_text("extra", role="user")
 
 
+async def test_instructions_may_be_appended_as_a_list() -> None:
+    # ADK's LlmRequest.append_instructions takes a list of strings.
+    def edit(*, callback_context: Any, llm_request: LlmRequest) -> None:
+        llm_request.append_instructions(["One.", "Two."])
+        llm_request.append_instructions("Three.", ["Four."])
+
+    model = ScriptedModel(["ok"])
+    await chat(LlmAgent(name="a", model=model, instruction="Base.", before_model_callback=edit))
+    (request,) = model.requests
+    assert request.system_instruction is not None
+    assert request.system_instruction.startswith("Base.")
+    assert request.system_instruction.endswith("\n\nOne.\n\nTwo.\n\nThree.\n\nFour.")
+
+
 async def test_before_model_state_writes_land_on_each_model_event_s_st_10() -> None:
     def count(*, callback_context: Any, llm_request: LlmRequest) -> None:
         callback_context.state["bm_count"] = callback_context.state.get("bm_count", 0) + 1
