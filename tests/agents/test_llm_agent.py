@@ -165,12 +165,28 @@ async def test_stop_without_meaningful_content_is_a_final_error_event_r_llm_6(
     session = await Chat.start(LlmAgent(name="a", model=model, output_key="out"))
     (event,) = await session.send()
     assert event.error_code == "MODEL_RETURNED_NO_CONTENT"
-    assert event.error_message
+    # ADK 2.13's messages: one for no parts at all, one for parts that say nothing.
+    parts = response.content.parts if response.content else ()
+    assert event.error_message == (
+        "The model returned no actionable content (finish_reason=STOP with thought-only or "
+        "whitespace-only parts)."
+        if parts
+        else "The model returned no content (finish_reason=STOP with empty parts)."
+    )
     assert event.is_final_response()
     assert len(model.requests) == 1
     stored = await session.session()
     assert [e.id for e in stored.events[1:]] == [event.id]
     assert "out" not in stored.state
+
+
+async def test_an_empty_stop_keeps_the_models_own_error_message() -> None:
+    response = LlmResponse(finish_reason="STOP", error_message="filtered upstream")
+    (event,) = await chat(LlmAgent(name="a", model=ScriptedModel([response])))
+    assert (event.error_code, event.error_message) == (
+        "MODEL_RETURNED_NO_CONTENT",
+        "filtered upstream",
+    )
 
 
 async def test_a_function_call_with_stop_is_meaningful_content_r_llm_6() -> None:

@@ -505,9 +505,13 @@ def _post_process(response: LlmResponse) -> LlmResponse:
     )
     if meaningful:
         return response
-    return attrs.evolve(
-        response, error_code=NO_CONTENT, error_message="The model returned no content."
+    message = response.error_message or (
+        "The model returned no actionable content (finish_reason=STOP with thought-only or "
+        "whitespace-only parts)."
+        if parts
+        else "The model returned no content (finish_reason=STOP with empty parts)."
     )
+    return attrs.evolve(response, error_code=NO_CONTENT, error_message=message)
 
 
 def _long_running_ids(agent: LlmAgent, content: Content | None) -> set[str]:
