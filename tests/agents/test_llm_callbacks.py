@@ -106,32 +106,24 @@ async def test_before_model_chain_of_nones_runs_every_callback_then_the_model() 
     assert log == ["0", "1", "2", "3"]
 
 
-async def test_before_model_may_edit_the_request_s_cb_15() -> None:
+@pytest.mark.parametrize(
+    "pieces",
+    [("Always answer in French.",), (["Always answer in French."],), ("Always", ["answer."])],
+    ids=["text", "list", "mixed"],  # ADK's append_instructions takes a list of strings
+)
+async def test_before_model_may_edit_the_request_s_cb_15(pieces: tuple[Any, ...]) -> None:
     def edit(*, callback_context: Any, llm_request: LlmRequest) -> None:
-        llm_request.append_instructions("Always answer in French.")
+        llm_request.append_instructions(*pieces)
         llm_request.contents.append(Content.from_text("extra", role="user"))
 
     model = ScriptedModel(["oui"])
     await chat(LlmAgent(name="a", model=model, instruction="Base.", before_model_callback=edit))
     (request,) = model.requests
     assert request.system_instruction is not None
-    assert request.system_instruction.endswith("\n\nAlways answer in French.")
+    expected = "Always\n\nanswer." if len(pieces) == 2 else "Always answer in French."
+    assert request.system_instruction.endswith("\n\n" + expected)
     assert request.system_instruction.startswith("Base.")
     assert request.contents[-1] == Content.from_text("extra", role="user")
-
-
-async def test_instructions_may_be_appended_as_a_list() -> None:
-    # ADK's LlmRequest.append_instructions takes a list of strings.
-    def edit(*, callback_context: Any, llm_request: LlmRequest) -> None:
-        llm_request.append_instructions(["One.", "Two."])
-        llm_request.append_instructions("Three.", ["Four."])
-
-    model = ScriptedModel(["ok"])
-    await chat(LlmAgent(name="a", model=model, instruction="Base.", before_model_callback=edit))
-    (request,) = model.requests
-    assert request.system_instruction is not None
-    assert request.system_instruction.startswith("Base.")
-    assert request.system_instruction.endswith("\n\nOne.\n\nTwo.\n\nThree.\n\nFour.")
 
 
 async def test_before_model_state_writes_land_on_each_model_event_s_st_10() -> None:
