@@ -291,6 +291,51 @@ async def test_with_tools_the_schema_is_not_sent_but_the_answer_is_checked_r_llm
     assert (await session.session()).state == {"v": {"score": 7, "reason": ""}}
 
 
+async def test_with_tools_the_answer_is_given_through_set_model_response() -> None:
+    # ADK 2.13, for an agent with tools and an output_schema: a set_model_response tool whose
+    # parameters are the schema, an instruction to answer through it; an invalid call is
+    # answered with the error, a valid one ends the turn with a model event holding the answer
+    # as JSON text (the output key set from it).
+    model = ScriptedModel(
+        [
+            fc("lookup", {"q": "a"}),
+            fc("set_model_response", {"score": "high"}),
+            fc("set_model_response", {"score": 7}),
+            "never",
+        ]
+    )
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, tools=[lookup], output_schema=Verdict, output_key="v")
+    )
+    events = await session.send()
+    assert kinds(events) == [
+        "FC:lookup",
+        "FR:lookup",
+        "FC:set_model_response",
+        "FR:set_model_response",
+        "FC:set_model_response",
+        "FR:set_model_response",
+        'T:{"score": 7, "reason": ""}',
+    ]
+    first = model.requests[0]
+    assert [d.name for d in first.tools] == ["lookup", "set_model_response"]
+    assert first.tools[1].parameters == {
+        "type": "object",
+        "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}},
+        "required": ["score"],
+    }
+    assert first.system_instruction is not None
+    assert "`set_model_response`" in first.system_instruction
+    (refused,) = events[3].get_function_responses()
+    assert "$.score" in refused.response["error"]
+    final = events[-1]
+    assert final.is_final_response()
+    assert (final.author, final.content and final.content.role) == ("a", "model")
+    assert dict(final.actions.state_delta) == {"v": {"score": 7, "reason": ""}}
+    assert len(model.requests) == 3
+    assert (await session.stored())[-1] == final
+
+
 @pytest.mark.parametrize(
     ("schema", "data", "path"),
     [

@@ -12,6 +12,7 @@ from .._events import Event
 from ..models._base import Model, resolve_model
 from ..tools._base import BaseTool
 from ..tools._function import FunctionTool
+from ..tools._set_model_response import SetModelResponseTool
 from ..tools._toolset import BaseToolset
 from ._base import BaseAgent
 from ._llm_toolsets import step_tools_of
@@ -162,6 +163,8 @@ class LlmAgent(BaseAgent):
             self.tools[:] = [_as_tool(t, self.name) for t in self.tools]  # the same list
             self._listed = (id(self.tools), len(self.tools))
             tools = [tool for tool in self.tools if isinstance(tool, BaseTool)]
+            if self.output_schema is not None and self.tools:  # tools and a schema: as ADK
+                tools.append(SetModelResponseTool(self.output_schema, agent=self.name))
             targets = transfer_targets(self)
             if targets:  # AutoFlow (R-LLM-1, R-XFER-2)
                 tools.append(TransferToAgentTool(self, targets))

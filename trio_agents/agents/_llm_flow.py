@@ -18,7 +18,7 @@ import trio
 
 from .._callbacks import plugins_then_chain
 from .._config import StreamingMode
-from .._content import Content, FunctionCall
+from .._content import Content, FunctionCall, Part
 from .._context import (
     CallbackContext,
     EventActionsDraft,
@@ -32,6 +32,11 @@ from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._child_pause import children_to_resume
 from ..tools._schema import json_schema
+from ..tools._set_model_response import (
+    SET_MODEL_RESPONSE,
+    SET_MODEL_RESPONSE_INSTRUCTION,
+    SetModelResponseTool,
+)
 from ._confirmations import confirmation_answers
 from ._instructions import inject_session_state
 from ._llm import LlmAgent
@@ -179,7 +184,35 @@ async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
     responses = await run_function_calls(agent, ctx, calls)
     if responses is not None and _hands_off(agent, ctx, responses):
         return None  # hand-off: this agent's turn is over (R-XFER-3, ARCHITECTURE §4)
+    if responses is not None and agent.output_schema is not None:
+        answer = _set_model_response(agent, ctx, responses)
+        if answer is not None:
+            return await ctx.emit(answer)
     return responses or event
+
+
+def _set_model_response(agent: LlmAgent, ctx: InvocationContext, responses: Event) -> Event | None:
+    """The final answer an accepted ``set_model_response`` call gave, as the model event ADK
+    makes of it (its JSON text, the output key set), or None."""
+    tool = agent.tools_by_name.get(SET_MODEL_RESPONSE)
+    if not isinstance(tool, SetModelResponseTool):
+        return None
+    for response in responses.get_function_responses():
+        if response.name != SET_MODEL_RESPONSE:
+            continue
+        try:
+            answer = tool.answer(response.response)
+        except SerializationError:
+            continue  # the model was told what is wrong and calls again
+        text = json.dumps(answer, ensure_ascii=False)
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+            content=Content(role="model", parts=[Part(text=text)]),
+        )
+        return apply_output(agent, CallbackContext(ctx), event)
+    return None
 
 
 # -- request assembly (R-LLM-3) --------------------------------------------------------------------
@@ -201,6 +234,8 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
             await _instruction(agent.instruction, ctx),
             _identity(agent),
         )
+    if agent.output_schema is not None and agent.tools:
+        request.append_instructions(SET_MODEL_RESPONSE_INSTRUCTION)
     request.contents = history_for(ctx).request_contents(
         agent.include_contents, client_ids=model.pairs_calls_by_id
     )
