@@ -472,6 +472,16 @@ class ReadonlyContext:
         """The live session (read it; write state through ``state``)."""
         return self._ctx.session
 
+    @property
+    def user_id(self) -> str:
+        """The id of the user the invocation runs for."""
+        return self._ctx.user_id
+
+    @property
+    def run_config(self) -> RunConfig:
+        """The run configuration of the invocation."""
+        return self._ctx.run_config
+
 
 class CallbackContext(ReadonlyContext):
     """The context of agent, model and tool callbacks: write-through state and pending actions.

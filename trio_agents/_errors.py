@@ -27,7 +27,7 @@ working::
     │   └── McpServerError                                  an MCP server failed, died or lied
     ├── PluginError(TrioAgentsError, RuntimeError)          a plugin hook raised (cause chained)
     ├── TemplateKeyError(TrioAgentsError, KeyError)         an instruction names a missing key
-    ├── AgentTransferError                                  transfer to an unknown/forbidden agent
+    ├── AgentTransferError(TrioAgentsError, ValueError)     transfer to an unknown/forbidden agent
     ├── LlmCallLimitError                                   max_llm_calls would be exceeded
     ├── AgentTimeoutError(TrioAgentsError, TimeoutError)    an agent ran past its ``timeout``
     ├── SerializationError(TrioAgentsError, ValueError)     not JSON, or not the expected shape
@@ -290,7 +290,13 @@ class TemplateKeyError(TrioAgentsError, KeyError):
     """An instruction template names a state key (or artifact) that does not exist."""
 
     def __init__(self, *, key: str, agent: str) -> None:
-        super().__init__(f"Context variable not found: `{key}` in agent {agent!r}.")
+        filename = key.removeprefix("artifact.")
+        what = (
+            f"Context variable not found: `{key}`"
+            if filename == key
+            else f"Artifact {filename!r} not found"
+        )
+        super().__init__(f"{what} in agent {agent!r}.")
         self.key = key
         self.agent = agent
 
@@ -298,8 +304,8 @@ class TemplateKeyError(TrioAgentsError, KeyError):
         return str(self.args[0])
 
 
-class AgentTransferError(TrioAgentsError):
-    """Transfer to an unknown, self or forbidden agent."""
+class AgentTransferError(TrioAgentsError, ValueError):
+    """Transfer to an unknown, self or forbidden agent (a ``ValueError``, as ADK raises)."""
 
     def __init__(self, message: str, *, source: str, target: str) -> None:
         super().__init__(message)

@@ -18,7 +18,7 @@ from . import _aftermath
 from ._aftermath import OpenCall
 from ._emit_channel import BARRIER, EmitChannel
 from ._errors import PluginError
-from ._events import Event
+from ._events import Event, EventActions
 from ._ids import new_invocation_id
 from ._state import WriteClock
 from .agents._transfer import route
@@ -167,10 +167,7 @@ class Invocation:
         replaced = await self.runner.plugin_manager.on_event(self.root_ctx, event)
         if replaced is None:
             return event
-        # The replacement keeps the original identity (ARCHITECTURE §4).
-        return attrs.evolve(
-            replaced, id=event.id, invocation_id=event.invocation_id, timestamp=event.timestamp
-        )
+        return _merged_replacement(event, replaced)
 
     def _track_calls(self, event: Event) -> None:
         assert event.content is not None
@@ -319,3 +316,21 @@ async def _barrier(channel: EmitChannel) -> bool:
 
 
 _BARRIER_EVENT = Event(author="runner")
+
+
+_IDENTITY = frozenset({"id", "invocation_id", "timestamp"})
+
+
+def _merged_replacement(event: Event, replaced: Event) -> Event:
+    """An on-event hook's replacement as ADK 2.13 applies it: the fields the replacement sets
+    (its values other than the defaults) over the original event, whose identity (id,
+    invocation id, timestamp) is kept (ARCHITECTURE §4)."""
+    changes = {
+        field.name: value
+        for field in attrs.fields(Event)
+        if field.name not in _IDENTITY
+        and (value := getattr(replaced, field.name)) is not None
+        and value != ""
+        and not (isinstance(value, EventActions) and value.is_empty())
+    }
+    return attrs.evolve(event, **changes)

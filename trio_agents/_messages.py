@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ._content import Content
 from ._errors import ConfigurationError
+from ._events import Event
 from .sessions._base import Session
 
-__all__ = ["answered_invocation", "user_message"]
+__all__ = ["answered_branch", "answered_invocation", "user_message"]
 
 
 def answered_invocation(message: Content, session: Session) -> str | None:
@@ -36,6 +39,19 @@ def answered_invocation(message: Content, session: Session) -> str | None:
             f"the function responses answer calls of several invocations: {sorted(invocations)}"
         )
     return invocations.pop() or None
+
+
+def answered_branch(message: Content, events: Sequence[Event]) -> str | None:
+    """The branch of the call that the first function response of ``message`` answers (None
+    when it answers none): the user's answer is stored on that branch, as ADK stores it, so
+    that the agents of other parallel branches do not see it."""
+    call_id = next((p.function_response.id for p in message.parts if p.function_response), None)
+    if call_id is None:
+        return None
+    for event in reversed(events):
+        if any(call.id == call_id for call in event.get_function_calls()):
+            return event.branch
+    return None
 
 
 def user_message(message: Content | str | None) -> Content:

@@ -14,7 +14,7 @@ from ._emit_channel import EmitChannel
 from ._errors import PluginError, SessionNotFoundError
 from ._events import Event, EventActions
 from ._invocation import Invocation
-from ._messages import answered_invocation
+from ._messages import answered_branch, answered_invocation
 from ._resume import resumption
 from ._run_stream import RunStream
 from ._tool_confirmation import check_confirmation_answers
@@ -202,6 +202,7 @@ class RunBlock:
         event = Event(
             invocation_id=inv.invocation_id,
             author="user",
+            branch=answered_branch(message, inv.session.events),
             content=message,
             actions=EventActions(state_delta=self._state_delta or {}),
         )

@@ -12,6 +12,7 @@ from trio_agents import (
     LlmAgent,
     Part,
     ReadonlyContext,
+    RunConfig,
     Runner,
     SequentialAgent,
     TemplateKeyError,
@@ -91,8 +92,11 @@ async def test_a_missing_variable_fails_the_run_s_tpl_1() -> None:
 async def test_a_missing_artifact_fails_the_run_s_tpl_1() -> None:
     model = ScriptedModel(["never"])
     session = await Chat.start(LlmAgent(name="a", model=model, instruction="{artifact.nope}"))
-    with pytest.raises(TemplateKeyError, match=r"artifact\.nope"):
+    with pytest.raises(TemplateKeyError) as info:
         await session.send()
+    # ADK 2.13 raises KeyError("Artifact 'nope' not found in agent 'a'.") here.
+    assert str(info.value) == "Artifact 'nope' not found in agent 'a'."
+    assert info.value.key == "artifact.nope"
     assert model.requests == []
 
 
@@ -119,6 +123,28 @@ async def test_an_instruction_provider_bypasses_templating_r_tpl(asynchronous: b
         "Literal {name} and {missing}."
     )
     assert seen == [("a", "Bob")]
+
+
+async def test_contexts_name_the_user_and_the_run_config() -> None:
+    # ADK's contexts (instruction providers, callbacks, tools) expose user_id and run_config.
+    seen: list[tuple[str, Any]] = []
+
+    def provide(ctx: ReadonlyContext) -> str:
+        seen.append((ctx.user_id, ctx.run_config.max_llm_calls))
+        return "Be brief."
+
+    def before_model(callback_context: Any, llm_request: Any) -> None:
+        seen.append((callback_context.user_id, callback_context.run_config.max_llm_calls))
+
+    agent = LlmAgent(
+        name="a",
+        model=ScriptedModel(["ok"]),
+        instruction=provide,
+        before_model_callback=before_model,
+    )
+    session = await Chat.start(agent, user_id="ann")
+    await session.send(run_config=RunConfig(max_llm_calls=7))
+    assert seen == [("ann", 7), ("ann", 7)]
 
 
 async def test_a_provider_can_render_templates_itself_r_tpl() -> None:

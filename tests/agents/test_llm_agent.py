@@ -80,11 +80,61 @@ async def test_function_calls_get_adk_ids_matched_by_the_responses_r_ev_6() -> N
     assert [c.id for c in stored[0].get_function_calls()] == call_ids
 
 
+async def test_tools_added_after_construction_are_offered() -> None:
+    # ADK reads an agent's tools at every step: a function appended to `agent.tools`, or a new
+    # list, is offered (and wrapped) from the next model call on.
+    model = ScriptedModel([fc("add", {"a": 1, "b": 2}), "ok", fc("lookup", {"q": "x"}), "ok"])
+    agent = LlmAgent(name="a", model=model)
+    agent.tools.append(add)
+    session = await Chat.start(agent)
+    first = await session.send()
+    assert [r.response for r in first[1].get_function_responses()] == [{"result": 3}]
+    assert [d.name for d in model.requests[0].tools] == ["add"]
+    agent.tools = [lookup]
+    second = await session.send("again")
+    assert [r.response for r in second[1].get_function_responses()] == [{"result": "found x"}]
+    assert [d.name for d in model.requests[-1].tools] == ["lookup"]
+
+
 async def test_a_model_given_call_id_is_kept_r_ev_6() -> None:
     model = ScriptedModel([fc("lookup", {"q": "1"}, id="call-7"), "ok"])
     events = await chat(LlmAgent(name="a", model=model, tools=[lookup]))
     assert events[0].get_function_calls()[0].id == "call-7"
     assert events[1].get_function_responses()[0].id == "call-7"
+
+
+def sent_call_ids(model: ScriptedModel) -> list[tuple[str | None, str | None]]:
+    """(call id, response id) pairs of the calls the model's last request retells."""
+    parts = [p for c in model.requests[-1].contents for p in c.parts]
+    calls_ = [p.function_call.id for p in parts if p.function_call is not None]
+    answers = [p.function_response.id for p in parts if p.function_response is not None]
+    return list(zip(calls_, answers, strict=True))
+
+
+async def test_client_minted_call_ids_are_not_sent_to_the_model() -> None:
+    # ADK 2.13 leaves the adk-... ids it minted out of the contents it sends a model (other
+    # than its id-pairing Anthropic and LiteLLM models); ids the model gave are sent back.
+    model = ScriptedModel([calls(call("lookup", {"q": "1"}), call("add", {"a": 1, "b": 1})), "ok"])
+    session = await Chat.start(LlmAgent(name="a", model=model, tools=[add, lookup]))
+    fc_event, _, _ = await session.send()
+    assert all(c.id and c.id.startswith("adk-") for c in fc_event.get_function_calls())
+    assert sent_call_ids(model) == [(None, None), (None, None)]
+    given = ScriptedModel([fc("lookup", {"q": "1"}, id="call-7"), "ok"])
+    await chat(LlmAgent(name="a", model=given, tools=[lookup]))
+    assert sent_call_ids(given) == [("call-7", "call-7")]
+
+
+async def test_a_model_that_pairs_calls_by_id_is_sent_every_id() -> None:
+    class Pairing(ScriptedModel):
+        pairs_calls_by_id = True
+
+    model = Pairing([fc("lookup", {"q": "1"}), "ok", "again"])
+    session = await Chat.start(LlmAgent(name="a", model=model, tools=[lookup]))
+    fc_event, _, _ = await session.send()
+    (call_id,) = [c.id for c in fc_event.get_function_calls()]
+    assert sent_call_ids(model) == [(call_id, call_id)]
+    await session.send("again")  # the history converted for this model is kept as it is
+    assert sent_call_ids(model) == [(call_id, call_id)]
 
 
 # -- empty responses (R-LLM-6) -------------------------------------------------------------------
@@ -115,12 +165,28 @@ async def test_stop_without_meaningful_content_is_a_final_error_event_r_llm_6(
     session = await Chat.start(LlmAgent(name="a", model=model, output_key="out"))
     (event,) = await session.send()
     assert event.error_code == "MODEL_RETURNED_NO_CONTENT"
-    assert event.error_message
+    # ADK 2.13's messages: one for no parts at all, one for parts that say nothing.
+    parts = response.content.parts if response.content else ()
+    assert event.error_message == (
+        "The model returned no actionable content (finish_reason=STOP with thought-only or "
+        "whitespace-only parts)."
+        if parts
+        else "The model returned no content (finish_reason=STOP with empty parts)."
+    )
     assert event.is_final_response()
     assert len(model.requests) == 1
     stored = await session.session()
     assert [e.id for e in stored.events[1:]] == [event.id]
     assert "out" not in stored.state
+
+
+async def test_an_empty_stop_keeps_the_models_own_error_message() -> None:
+    response = LlmResponse(finish_reason="STOP", error_message="filtered upstream")
+    (event,) = await chat(LlmAgent(name="a", model=ScriptedModel([response])))
+    assert (event.error_code, event.error_message) == (
+        "MODEL_RETURNED_NO_CONTENT",
+        "filtered upstream",
+    )
 
 
 async def test_a_function_call_with_stop_is_meaningful_content_r_llm_6() -> None:

@@ -106,16 +106,22 @@ async def test_before_model_chain_of_nones_runs_every_callback_then_the_model() 
     assert log == ["0", "1", "2", "3"]
 
 
-async def test_before_model_may_edit_the_request_s_cb_15() -> None:
+@pytest.mark.parametrize(
+    "pieces",
+    [("Always answer in French.",), (["Always answer in French."],), ("Always", ["answer."])],
+    ids=["text", "list", "mixed"],  # ADK's append_instructions takes a list of strings
+)
+async def test_before_model_may_edit_the_request_s_cb_15(pieces: tuple[Any, ...]) -> None:
     def edit(*, callback_context: Any, llm_request: LlmRequest) -> None:
-        llm_request.append_instructions("Always answer in French.")
+        llm_request.append_instructions(*pieces)
         llm_request.contents.append(Content.from_text("extra", role="user"))
 
     model = ScriptedModel(["oui"])
     await chat(LlmAgent(name="a", model=model, instruction="Base.", before_model_callback=edit))
     (request,) = model.requests
     assert request.system_instruction is not None
-    assert request.system_instruction.endswith("\n\nAlways answer in French.")
+    expected = "Always\n\nanswer." if len(pieces) == 2 else "Always answer in French."
+    assert request.system_instruction.endswith("\n\n" + expected)
     assert request.system_instruction.startswith("Base.")
     assert request.contents[-1] == Content.from_text("extra", role="user")
 
@@ -631,6 +637,39 @@ def test_callbacks_must_accept_their_keyword_arguments(field: str) -> None:
         LlmAgent(name="a", **{field: wrong})
     with pytest.raises(ConfigurationError, match=field):
         LlmAgent(name="a", **{field: [lambda **kw: None, "not callable"]})
+
+
+async def test_callbacks_set_after_construction_are_read_back_and_run() -> None:
+    # ADK's agents are pydantic models: `agent.before_model_callback = cb` takes effect, and
+    # reading the field gives what was set.
+    log: list[str] = []
+    agent = LlmAgent(
+        name="a", model=ScriptedModel([fc("echo", {"x": 1}), "done"]), tools=[Counter().tool()]
+    )
+    assert agent.before_model_callback is None
+    fields = [
+        "before_model_callback",
+        "after_model_callback",
+        "before_tool_callback",
+        "after_tool_callback",
+    ]
+    for field in fields:
+        callback = recorder(log, field)
+        setattr(agent, field, callback)
+        assert getattr(agent, field) is callback
+    await chat(agent)
+    assert log == [
+        "before_model_callback",
+        "after_model_callback",
+        "before_tool_callback",
+        "after_tool_callback",
+        "before_model_callback",
+        "after_model_callback",
+    ]
+    agent.before_model_callback = None
+    assert agent.before_model_callback is None
+    with pytest.raises(ConfigurationError, match="after_tool_callback"):
+        agent.after_tool_callback = "not callable"
 
 
 async def test_text_and_call_from_one_response_keep_their_order_with_callbacks() -> None:

@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 import attrs
+import pydantic
 import pytest
 
 from tests.agents.llm_helpers import Chat, call, calls, chat, fc, kinds, model_text
-from trio_agents import LlmAgent, SerializationError
+from trio_agents import Content, LlmAgent, SerializationError
 from trio_agents.agents._output import validate_output
 from trio_agents.testing import ScriptedModel
 
@@ -94,6 +95,34 @@ async def test_output_key_is_not_written_from_an_error_response_r_out() -> None:
     assert (await session.session()).state == {}
 
 
+async def test_a_before_agent_answer_sets_the_output_key_an_after_agent_answer_does_not() -> None:
+    # ADK 2.13's LlmAgent saves its output from the event of a before-agent callback's answer
+    # (with the callback's own state writes), not from an after-agent callback's answer.
+    def before(callback_context: Any) -> Content:
+        callback_context.state["seen"] = True
+        return Content.from_text("cached answer", role="model")
+
+    model = ScriptedModel(["never"])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_key="out", before_agent_callback=before)
+    )
+    (event,) = await session.send()
+    assert dict(event.actions.state_delta) == {"seen": True, "out": "cached answer"}
+    assert (await session.session()).state == {"seen": True, "out": "cached answer"}
+    assert model.requests == []
+
+    def after(callback_context: Any) -> Content:
+        return Content.from_text("footnote", role="model")
+
+    agent = LlmAgent(
+        name="a", model=ScriptedModel(["Hello"]), output_key="out", after_agent_callback=after
+    )
+    answer, footnote = await chat(agent)
+    assert dict(answer.actions.state_delta) == {"out": "Hello"}
+    assert footnote.text == "footnote"
+    assert dict(footnote.actions.state_delta) == {}
+
+
 async def test_a_temp_output_key_is_visible_later_in_the_invocation_only_r_st_4() -> None:
     from trio_agents import SequentialAgent
 
@@ -140,6 +169,41 @@ async def test_output_schema_from_a_dataclass_r_out() -> None:
     assert (await session.session()).state == {"p": {"left": "x", "right": None}}
 
 
+class Invoice(pydantic.BaseModel):
+    total: int
+    memo: str | None = None
+
+
+async def test_output_schema_from_a_pydantic_model() -> None:
+    # ADK 2.13 sends the model's schema and stores the validated answer as
+    # model_dump(exclude_none=True): {"total": 3}, the None field left out.
+    model = ScriptedModel(['{"total": 3, "memo": null}'])
+    agent = LlmAgent(name="a", model=model, output_schema=Invoice, output_key="inv")
+    session = await Chat.start(agent)
+    (event,) = await session.send()
+    assert model.requests[0].response_schema == Invoice.model_json_schema()
+    assert event.error_code is None
+    assert dict(event.actions.state_delta) == {"inv": {"total": 3}}
+    assert (await session.session()).state == {"inv": {"total": 3}}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['```json\n{"score": 2}\n```', '  ```\n{"score": 2}```  ', '```JSON {"score": 2}\n```'],
+    ids=["json-fence", "bare-fence", "same-line"],
+)
+async def test_a_json_answer_in_a_code_fence_is_accepted(answer: str) -> None:
+    # ADK 2.13 strips a Markdown fence wrapping the whole answer before parsing it.
+    model = ScriptedModel([answer])
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, output_schema=Verdict, output_key="v")
+    )
+    (event,) = await session.send()
+    assert event.error_code is None
+    assert event.text == answer  # the event keeps the answer as the model gave it
+    assert (await session.session()).state == {"v": {"score": 2, "reason": ""}}
+
+
 async def test_output_schema_as_a_json_schema_dict_r_out() -> None:
     schema = {"type": "array", "items": {"type": "integer"}}
     model = ScriptedModel(["[1, 2, 3]"])
@@ -163,6 +227,7 @@ async def test_output_schema_as_a_json_schema_dict_r_out() -> None:
         (Verdict, "[1, 2]", "expected object, got list"),
         (Pair, '"left"', "expected object, got str"),
         (Verdict, '{"score": "high"}', "$.score"),
+        (Invoice, '{"total": "many"}', "$.total"),
     ],
     ids=[
         "not-json",
@@ -174,6 +239,7 @@ async def test_output_schema_as_a_json_schema_dict_r_out() -> None:
         "class-not-an-object",
         "dataclass-not-an-object",
         "class-field-type",
+        "pydantic-field-type",
     ],
 )
 async def test_an_answer_not_matching_the_schema_is_an_error_event_s_out(
@@ -223,6 +289,51 @@ async def test_with_tools_the_schema_is_not_sent_but_the_answer_is_checked_r_llm
     assert kinds(events) == ["FC:lookup", "FR:lookup", 'T:{"score": 7}']
     assert [r.response_schema for r in model.requests] == [None, None]
     assert (await session.session()).state == {"v": {"score": 7, "reason": ""}}
+
+
+async def test_with_tools_the_answer_is_given_through_set_model_response() -> None:
+    # ADK 2.13, for an agent with tools and an output_schema: a set_model_response tool whose
+    # parameters are the schema, an instruction to answer through it; an invalid call is
+    # answered with the error, a valid one ends the turn with a model event holding the answer
+    # as JSON text (the output key set from it).
+    model = ScriptedModel(
+        [
+            fc("lookup", {"q": "a"}),
+            fc("set_model_response", {"score": "high"}),
+            fc("set_model_response", {"score": 7}),
+            "never",
+        ]
+    )
+    session = await Chat.start(
+        LlmAgent(name="a", model=model, tools=[lookup], output_schema=Verdict, output_key="v")
+    )
+    events = await session.send()
+    assert kinds(events) == [
+        "FC:lookup",
+        "FR:lookup",
+        "FC:set_model_response",
+        "FR:set_model_response",
+        "FC:set_model_response",
+        "FR:set_model_response",
+        'T:{"score": 7, "reason": ""}',
+    ]
+    first = model.requests[0]
+    assert [d.name for d in first.tools] == ["lookup", "set_model_response"]
+    assert first.tools[1].parameters == {
+        "type": "object",
+        "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}},
+        "required": ["score"],
+    }
+    assert first.system_instruction is not None
+    assert "`set_model_response`" in first.system_instruction
+    (refused,) = events[3].get_function_responses()
+    assert "$.score" in refused.response["error"]
+    final = events[-1]
+    assert final.is_final_response()
+    assert (final.author, final.content and final.content.role) == ("a", "model")
+    assert dict(final.actions.state_delta) == {"v": {"score": 7, "reason": ""}}
+    assert len(model.requests) == 3
+    assert (await session.stored())[-1] == final
 
 
 @pytest.mark.parametrize(

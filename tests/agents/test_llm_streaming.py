@@ -38,6 +38,27 @@ async def test_partial_chunks_are_delivered_but_only_the_aggregate_is_stored_s_s
     assert stored.state == {"out": "Hello"}
 
 
+async def test_a_partial_event_keeps_the_chunks_finish_reason_and_error() -> None:
+    # ADK 2.13 builds each partial event from its whole chunk: a last chunk that says why the
+    # stream stopped (finish_reason, an error code and message) says it on its partial event.
+    last = LlmResponse(
+        content=Content.from_text("lo", role="model"),
+        partial=True,
+        finish_reason="MAX_TOKENS",
+        error_code="MAX_TOKENS",
+        error_message="cut short",
+    )
+    model = ScriptedModel([[chunk("Hel"), last, "Hello"]])
+    events = await chat(LlmAgent(name="a", model=model), run_config=SSE)
+    assert [(e.partial, e.finish_reason, e.error_code) for e in events] == [
+        (True, None, None),
+        (True, "MAX_TOKENS", "MAX_TOKENS"),
+        (False, "STOP", None),
+    ]
+    assert events[1].error_message == "cut short"
+    assert not events[1].is_final_response()
+
+
 async def test_every_chunk_has_its_own_id_and_its_own_actions_s_str_2() -> None:
     model = ScriptedModel([["Hel", "lo", "Hello"]])
     session = await Chat.start(LlmAgent(name="a", model=model, output_key="out"))

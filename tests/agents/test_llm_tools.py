@@ -6,9 +6,11 @@ Concurrency is shown with events that would deadlock under sequential execution;
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
+import pydantic
 import pytest
 import trio
 
@@ -263,6 +265,34 @@ async def test_results_are_normalised_to_a_dict_s_tool_4(value: Any, expected: A
     model = ScriptedModel([fc("give"), "ok"])
     events = await chat(LlmAgent(name="a", model=model, tools=[give]))
     assert responses(events[1]) == [("give", expected)]
+
+
+class Reading(pydantic.BaseModel):
+    value: int
+    unit: str | None = None
+
+
+@dataclasses.dataclass
+class Spot:
+    x: int
+    tags: list[str]
+
+
+async def test_pydantic_and_dataclass_results_are_dumped_as_json() -> None:
+    # ADK 2.13 serializes what a tool returns with pydantic: a model becomes its fields (None
+    # ones left out), a dataclass its fields, also inside lists and dicts.
+    def measure() -> Reading:
+        return Reading(value=3)
+
+    def where() -> dict[str, Any]:
+        return {"spots": [Spot(x=1, tags=["a"])], "reading": Reading(value=2, unit="m")}
+
+    model = ScriptedModel([calls(call("measure"), call("where")), "ok"])
+    events = await chat(LlmAgent(name="a", model=model, tools=[measure, where]))
+    assert responses(events[1]) == [
+        ("measure", {"result": {"value": 3}}),
+        ("where", {"spots": [{"x": 1, "tags": ["a"]}], "reading": {"value": 2, "unit": "m"}}),
+    ]
 
 
 async def test_a_result_that_is_not_json_is_a_tool_error_r_tool_5() -> None:

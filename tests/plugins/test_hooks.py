@@ -106,6 +106,25 @@ async def test_on_event_replacement_keeps_identity_and_is_what_is_stored_s_cb_5(
     assert stored[1:] == [event]
 
 
+async def test_on_event_replacement_only_overrides_the_fields_it_sets() -> None:
+    # ADK 2.13 merges the fields a replacement sets onto the original event: the branch, the
+    # finish reason and the actions of the original stay when the replacement leaves them out.
+    def reword(*, event: Event, **_: Any) -> Event | None:
+        if event.text != "original":
+            return None
+        return Event(content=Content.from_text("REWORDED", role="model"))
+
+    plugin = Recorder("p", on_event=reword)
+    model = ScriptedModel(["original"])
+    branchy = ParallelAgent(name="p", sub_agents=[LlmAgent(name="a", model=model, output_key="k")])
+    run = Run(branchy, plugin)
+    (event,) = await run.send()
+    assert (event.author, event.branch, event.text) == ("a", "p.a", "REWORDED")
+    assert event.finish_reason == "STOP"
+    assert dict(event.actions.state_delta) == {"k": "original"}
+    assert (await run.stored())[1:] == [event]
+
+
 async def test_every_event_rewritten_by_on_event_is_stored_as_delivered() -> None:
     def shout(*, event: Event, **_: Any) -> Event:
         parts = [

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import pydantic
 import pytest
 import trio
 import trio.testing
@@ -143,6 +144,24 @@ async def test_input_schema_arguments_are_validated_and_sent_as_json_r_at_2() ->
     child = child_agent(["child answer"], input_schema=Ask)
     await chat(parent_agent([fc("child", {"topic": "cats"}), "done"], AgentTool(child)))
     assert json.loads(first_user_text(model_of(child))) == {"topic": "cats", "depth": 1}
+
+
+class Order(pydantic.BaseModel):
+    item: str
+    qty: int = 1
+    note: str | None = None
+
+
+async def test_pydantic_input_and_output_schemas() -> None:
+    # ADK 2.13 declares the tool by the input model's schema, sends the child the validated
+    # input as model_dump_json(exclude_none=True) and parses the child's answer with the output
+    # model.
+    child = child_agent(['{"item": "pen", "qty": 3}'], input_schema=Order, output_schema=Order)
+    tool = AgentTool(child)
+    assert tool.declaration().parameters == Order.model_json_schema()
+    events = await chat(parent_agent([fc("child", {"item": "pén", "qty": 3}), "done"], tool))
+    assert first_user_text(model_of(child)) == '{"item":"pén","qty":3}'
+    assert responses(events[1]) == [("child", {"item": "pen", "qty": 3})]
 
 
 async def test_input_schema_mismatch_fails_the_call_r_at_2() -> None:
@@ -381,6 +400,26 @@ async def test_result_is_the_last_contents_non_thought_text_joined_r_at_7() -> N
     child = child_agent([final])
     events = await chat(parent_agent([fc("child", {"request": "x"}), "done"], AgentTool(child)))
     assert responses(events[1]) == [("child", {"result": "line 1\nline 2"})]
+
+
+async def test_callbacks_see_the_childs_text_as_the_tool_result() -> None:
+    # ADK 2.13's AgentTool answers with the child's text itself (a string); the model sees it
+    # as {"result": text}. Empty text parts are left out of the joined text.
+    seen: list[Any] = []
+
+    def after_tool(tool: Any, args: Any, tool_context: Any, tool_response: Any) -> None:
+        seen.append(tool_response)
+
+    final = LlmResponse(
+        content=Content(role="model", parts=[Part(text="a"), Part(text=""), Part(text="b")])
+    )
+    child = child_agent([final])
+    parent = parent_agent(
+        [fc("child", {"request": "x"}), "done"], AgentTool(child), after_tool_callback=after_tool
+    )
+    events = await chat(parent)
+    assert seen == ["a\nb"]
+    assert responses(events[1]) == [("child", {"result": "a\nb"})]
 
 
 async def test_output_schema_answer_is_parsed_into_the_result_s_at_3() -> None:

@@ -8,6 +8,7 @@ import threading
 from typing import Any, Literal, Optional, Union
 
 import attrs
+import pydantic
 import pytest
 
 from tests.agents.llm_helpers import chat, fc, responses
@@ -302,6 +303,30 @@ async def test_records_and_enums_are_built_from_json_arguments() -> None:
     assert seen["maybe"] == Point(x=5)
     assert seen["many"] == [Point(x=6)]
     assert seen["levels"] == [Level.LOW, Level.HIGH]
+
+
+class Item(pydantic.BaseModel):
+    name: str
+    qty: int = 1
+
+
+async def test_pydantic_parameters_are_declared_and_validated_from_json_arguments() -> None:
+    # ADK 2.13 declares a pydantic parameter by its model's schema and hands the function an
+    # instance built from the JSON arguments.
+    seen: dict[str, Any] = {}
+
+    def order(item: Item, extras: list[Item] | None = None) -> str:
+        seen.update(locals())
+        return "ordered"
+
+    tool = FunctionTool(order)
+    properties = tool.declaration().parameters["properties"]
+    assert properties["item"]["properties"] == Item.model_json_schema()["properties"]
+    assert await invoke(tool, item={"name": "pen"}, extras=[{"name": "ink", "qty": 2}]) == "ordered"
+    assert seen["item"] == Item(name="pen")
+    assert seen["extras"] == [Item(name="ink", qty=2)]
+    answer = await invoke(tool, item={"qty": 2})
+    assert "invalid arguments" in answer["error"]
 
 
 async def test_optional_record_accepts_none() -> None:

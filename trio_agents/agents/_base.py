@@ -228,7 +228,7 @@ class BaseAgent:
             callback_context=cc,
         )
         if result is not None:
-            await ctx.emit(self._callback_event(result, cc))
+            await ctx.emit(self._answered_before(self._callback_event(result, cc), cc))
             ctx.end_invocation = True
             return True
         if not cc.actions.is_empty():
@@ -272,6 +272,10 @@ class BaseAgent:
         """Commit where this (workflow) agent stands, for a resumed invocation to continue from;
         only in a resumable app."""
         await ctx.emit(Event(author=self.name, actions=EventActions(agent_state=state)))
+
+    def _answered_before(self, event: Event, cc: CallbackContext) -> Event:
+        """The event of a before-agent callback's answer, as this kind of agent commits it."""
+        return event
 
     def _callback_event(self, result: object, cc: CallbackContext) -> Event:
         if not isinstance(result, Content):

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .._callbacks import CallbackSpec, callback_chain
-from .._context import InvocationContext, ReadonlyContext
+from .._callbacks import Callback, CallbackSpec, callback_chain
+from .._context import CallbackContext, InvocationContext, ReadonlyContext
 from .._errors import ConfigurationError
+from .._events import Event
 from ..models._base import Model, resolve_model
 from ..tools._base import BaseTool
 from ..tools._function import FunctionTool
+from ..tools._set_model_response import SetModelResponseTool
 from ..tools._toolset import BaseToolset
 from ._base import BaseAgent
 from ._llm_toolsets import step_tools_of
@@ -31,6 +33,25 @@ _MODEL_CALLBACKS = {
 }
 
 
+class _CallbackField:
+    """One of an LLM agent's model or tool callbacks: read back as given, and settable after
+    construction as an ADK field is (the chain the flow runs is rebuilt and checked)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name
+
+    def __get__(self, agent: LlmAgent | None, owner: type | None = None) -> Any:
+        return self if agent is None else agent._callback_specs[self.field]
+
+    def __set__(self, agent: LlmAgent, value: CallbackSpec) -> None:
+        params = _MODEL_CALLBACKS[self.field]
+        owner = f"agent {agent.name!r}"
+        agent.callbacks[self.field] = callback_chain(
+            value, owner=owner, field=self.field, params=params
+        )
+        agent._callback_specs[self.field] = value
+
+
 class LlmAgent(BaseAgent):
     """An agent that calls a model in a loop of steps, running the tools the model asks for.
 
@@ -39,13 +60,20 @@ class LlmAgent(BaseAgent):
     a provider callable that bypasses substitution), ``global_instruction`` (deprecated in ADK:
     the root agent's applies to every LLM agent of the tree, before the agent's own instruction),
     ``tools`` (functions, tools or toolsets, whose tools are asked for at every model step),
-    ``output_key``, ``output_schema`` / ``input_schema`` (attrs
-    classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
+    ``output_key``, ``output_schema`` / ``input_schema`` (pydantic
+    models, attrs classes, dataclasses or JSON schema dicts), ``include_contents`` (``"default"`` or
     ``"none"``), the transfer flags, ``generate_content_config`` and the model/tool callbacks
     (callable or list, sync or async).
     """
 
     default_model: ClassVar[Model | str | None] = None
+
+    before_model_callback = _CallbackField()
+    after_model_callback = _CallbackField()
+    on_model_error_callback = _CallbackField()
+    before_tool_callback = _CallbackField()
+    after_tool_callback = _CallbackField()
+    on_tool_error_callback = _CallbackField()
 
     def __init__(
         self,
@@ -88,19 +116,18 @@ class LlmAgent(BaseAgent):
         self.disallow_transfer_to_parent = disallow_transfer_to_parent
         self.disallow_transfer_to_peers = disallow_transfer_to_peers
         self.generate_content_config = _checked_config(generate_content_config, name)
-        specs = {
-            "before_model_callback": before_model_callback,
-            "after_model_callback": after_model_callback,
-            "on_model_error_callback": on_model_error_callback,
-            "before_tool_callback": before_tool_callback,
-            "after_tool_callback": after_tool_callback,
-            "on_tool_error_callback": on_tool_error_callback,
-        }
-        self.callbacks = {
-            field: callback_chain(spec, owner=f"agent {name!r}", field=field, params=params)
-            for (field, params), spec in zip(_MODEL_CALLBACKS.items(), specs.values(), strict=True)
-        }
+        self.callbacks: dict[str, tuple[Callback, ...]] = {}
+        """The model and tool callback chains the flow runs, by field name."""
+        self._callback_specs: dict[str, CallbackSpec] = {}
+        self.before_model_callback = before_model_callback
+        self.after_model_callback = after_model_callback
+        self.on_model_error_callback = on_model_error_callback
+        self.before_tool_callback = before_tool_callback
+        self.after_tool_callback = after_tool_callback
+        self.on_tool_error_callback = on_tool_error_callback
         self._effective: tuple[list[BaseTool], dict[str, BaseTool]] | None = None
+        self._listed = (0, 0)
+        """The identity and length of the ``tools`` list ``_effective`` was worked out from."""
         self._toolsets = False
         """Whether ``tools`` has toolsets (worked out with the effective tools)."""
         self._resolved: Model | None = None
@@ -118,17 +145,26 @@ class LlmAgent(BaseAgent):
         return self._run_tools()[0]
 
     def _run_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
-        effective = self._effective or self.static_tools()
+        effective = self.static_tools()
         if self._toolsets:  # inside a model step, the tools its toolsets gave
             return step_tools_of(self) or effective
         return effective
 
     def static_tools(self) -> tuple[list[BaseTool], dict[str, BaseTool]]:
-        """The tools given as tools (not toolsets), ``transfer_to_agent`` included, by name."""
-        if self._effective is None:
+        """The tools given as tools (not toolsets), ``transfer_to_agent`` included, by name.
+
+        Worked out again when ``tools`` was replaced or grew since (functions added after
+        construction are wrapped then, as ADK takes them at every step).
+        """
+        listed = (id(self.tools), len(self.tools))
+        if self._effective is None or listed != self._listed:
             from ._transfer import TransferToAgentTool, transfer_targets
 
+            self.tools[:] = [_as_tool(t, self.name) for t in self.tools]  # the same list
+            self._listed = (id(self.tools), len(self.tools))
             tools = [tool for tool in self.tools if isinstance(tool, BaseTool)]
+            if self.output_schema is not None and self.tools:  # tools and a schema: as ADK
+                tools.append(SetModelResponseTool(self.output_schema, agent=self.name))
             targets = transfer_targets(self)
             if targets:  # AutoFlow (R-LLM-1, R-XFER-2)
                 tools.append(TransferToAgentTool(self, targets))
@@ -167,6 +203,13 @@ class LlmAgent(BaseAgent):
         if default:
             return resolve_model(default)
         raise ConfigurationError(f"agent {self.name!r} has no model and no ancestor gives one")
+
+    def _answered_before(self, event: Event, cc: CallbackContext) -> Event:
+        """A before-agent callback's answer is this agent's final response: it sets the
+        ``output_key`` as the model's would (ADK does the same)."""
+        from ._llm_flow import apply_output
+
+        return apply_output(self, cc, event)
 
     async def _run_async_impl(self, ctx: InvocationContext) -> None:
         from ._llm_flow import run_llm_agent

@@ -18,7 +18,7 @@ import trio
 
 from .._callbacks import plugins_then_chain
 from .._config import StreamingMode
-from .._content import Content, FunctionCall
+from .._content import Content, FunctionCall, Part
 from .._context import (
     CallbackContext,
     EventActionsDraft,
@@ -32,6 +32,11 @@ from ..models._base import LlmRequest, LlmResponse, Model
 from ..tools._base import BaseTool, ToolContext
 from ..tools._child_pause import children_to_resume
 from ..tools._schema import json_schema
+from ..tools._set_model_response import (
+    SET_MODEL_RESPONSE,
+    SET_MODEL_RESPONSE_INSTRUCTION,
+    SetModelResponseTool,
+)
 from ._confirmations import confirmation_answers
 from ._instructions import inject_session_state
 from ._llm import LlmAgent
@@ -179,7 +184,35 @@ async def _step(agent: LlmAgent, ctx: InvocationContext) -> Event | None:
     responses = await run_function_calls(agent, ctx, calls)
     if responses is not None and _hands_off(agent, ctx, responses):
         return None  # hand-off: this agent's turn is over (R-XFER-3, ARCHITECTURE §4)
+    if responses is not None and agent.output_schema is not None:
+        answer = _set_model_response(agent, ctx, responses)
+        if answer is not None:
+            return await ctx.emit(answer)
     return responses or event
+
+
+def _set_model_response(agent: LlmAgent, ctx: InvocationContext, responses: Event) -> Event | None:
+    """The final answer an accepted ``set_model_response`` call gave, as the model event ADK
+    makes of it (its JSON text, the output key set), or None."""
+    tool = agent.tools_by_name.get(SET_MODEL_RESPONSE)
+    if not isinstance(tool, SetModelResponseTool):
+        return None
+    for response in responses.get_function_responses():
+        if response.name != SET_MODEL_RESPONSE:
+            continue
+        try:
+            answer = tool.answer(response.response)
+        except SerializationError:
+            continue  # the model was told what is wrong and calls again
+        text = json.dumps(answer, ensure_ascii=False)
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+            content=Content(role="model", parts=[Part(text=text)]),
+        )
+        return apply_output(agent, CallbackContext(ctx), event)
+    return None
 
 
 # -- request assembly (R-LLM-3) --------------------------------------------------------------------
@@ -201,7 +234,11 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
             await _instruction(agent.instruction, ctx),
             _identity(agent),
         )
-    request.contents = history_for(ctx).request_contents(agent.include_contents)
+    if agent.output_schema is not None and agent.tools:
+        request.append_instructions(SET_MODEL_RESPONSE_INSTRUCTION)
+    request.contents = history_for(ctx).request_contents(
+        agent.include_contents, client_ids=model.pairs_calls_by_id
+    )
     tools = agent.run_tools
     declared = _declare(tools, request)
     if declared < len(tools):
@@ -443,6 +480,10 @@ def _partial_event(agent: LlmAgent, chunk: LlmResponse) -> Event:
         content=chunk.content,
         partial=True,
         turn_complete=chunk.turn_complete,
+        finish_reason=chunk.finish_reason,
+        error_code=chunk.error_code,
+        error_message=chunk.error_message,
+        interrupted=chunk.interrupted,
         usage_metadata=chunk.usage_metadata,
         custom_metadata=chunk.custom_metadata,
     )
@@ -473,6 +514,11 @@ def _model_event(
     )
     if cc is None:
         return event  # no output key or schema, and no hook that could have written actions
+    return apply_output(agent, cc, event)
+
+
+def apply_output(agent: LlmAgent, cc: CallbackContext, event: Event) -> Event:
+    """``event`` with the output key written (R-OUT) and the actions of ``cc`` merged in."""
     event = _apply_output(agent, cc.actions, event)
     if not cc.actions.is_empty():
         event = attrs.evolve(event, actions=cc.actions.merged_into(event.actions))
@@ -494,9 +540,13 @@ def _post_process(response: LlmResponse) -> LlmResponse:
     )
     if meaningful:
         return response
-    return attrs.evolve(
-        response, error_code=NO_CONTENT, error_message="The model returned no content."
+    message = response.error_message or (
+        "The model returned no actionable content (finish_reason=STOP with thought-only or "
+        "whitespace-only parts)."
+        if parts
+        else "The model returned no content (finish_reason=STOP with empty parts)."
     )
+    return attrs.evolve(response, error_code=NO_CONTENT, error_message=message)
 
 
 def _long_running_ids(agent: LlmAgent, content: Content | None) -> set[str]:
@@ -539,7 +589,7 @@ def _apply_output(agent: LlmAgent, actions: EventActionsDraft, event: Event) -> 
 
 def parse_output(agent: LlmAgent, text: str) -> Any:
     """Parse and validate ``text`` against ``agent.output_schema``; return plain JSON data."""
-    from ._output import validate_output
+    from ._output import parse_json_answer, validate_output
 
-    data = json.loads(text)
+    data = parse_json_answer(text)
     return validate_output(agent.output_schema, data, where=f"agent {agent.name!r}")

@@ -9,6 +9,7 @@ propagates (the Runner answers the calls left open when the run ends).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -264,10 +265,14 @@ def _unknown_tool(agent: LlmAgent, name: str) -> dict[str, Any]:
 
 
 def _normalized(result: Any, tool: BaseTool, call: FunctionCall) -> dict[str, Any]:
-    """R-TOOL-5: a dict as is, anything else as ``{"result": value}``; it must be JSON."""
+    """R-TOOL-5: a dict as is, anything else as ``{"result": value}``; it must be JSON once
+    pydantic models and dataclasses in it are dumped (as ADK's serialization dumps them)."""
     response = result if isinstance(result, dict) else {"result": result}
     if is_json_value(response):
         return response
+    dumped = _dumped_records(response)
+    if is_json_value(dumped):
+        return dumped  # type: ignore[no-any-return]
     try:
         check_json_value(response, f"tool {tool.name!r} result")
     except SerializationError as exc:
@@ -277,6 +282,20 @@ def _normalized(result: Any, tool: BaseTool, call: FunctionCall) -> dict[str, An
             call_id=call.id,
         ) from exc
     return response
+
+
+def _dumped_records(value: Any) -> Any:
+    """``value`` with the pydantic models (without their ``None`` fields) and dataclass
+    instances in it turned into dicts, recursively."""
+    if isinstance(value, dict):
+        return {key: _dumped_records(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_dumped_records(item) for item in value]
+    if callable(getattr(value, "model_dump", None)) and not isinstance(value, type):
+        return value.model_dump(mode="json", exclude_none=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _dumped_records(dataclasses.asdict(value))
+    return value
 
 
 def _merged_event(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import string
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -10,8 +12,9 @@ import attrs
 import cattrs
 
 from .._errors import SerializationError
+from ..tools._schema import is_pydantic_model
 
-__all__ = ["validate_output"]
+__all__ = ["parse_json_answer", "validate_output"]
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -25,10 +28,25 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def parse_json_answer(text: str) -> Any:
+    """Parse a model's JSON answer, also when the whole answer is wrapped in a Markdown code
+    fence (```` ```json ... ``` ````), as ADK accepts it.
+
+    Raises:
+        json.JSONDecodeError: the answer is not JSON.
+    """
+    stripped = text.strip()
+    if len(stripped) >= 6 and stripped.startswith("```") and stripped.endswith("```"):
+        inner = stripped[3:-3].lstrip(string.ascii_letters + string.digits + "_")
+        text = inner.lstrip(" \t").removeprefix("\n").strip()
+    return json.loads(text)
+
+
 def validate_output(schema: type | Mapping[str, Any] | None, data: Any, *, where: str) -> Any:
     """``data`` validated against ``schema``, as plain JSON data.
 
     ``schema`` is an attrs class or dataclass (structured with cattrs, then unstructured back),
+    a pydantic model (validated, then dumped as JSON without ``None`` fields, as ADK stores it),
     or a JSON schema dict (checked for ``type``, ``properties``, ``required``, ``items``,
     ``enum``).
 
@@ -39,12 +57,25 @@ def validate_output(schema: type | Mapping[str, Any] | None, data: Any, *, where
     if schema is None:
         return data
     try:
+        if is_pydantic_model(schema):
+            return _validated(schema, data)
         if isinstance(schema, type):
             return _structured(schema, data)
         check_json_schema(schema, data, path="$")
     except SerializationError as exc:
         raise SerializationError(f"{where}: {exc}", path=exc.path) from exc.__cause__
     return data
+
+
+def _validated(schema: Any, data: Any) -> Any:
+    try:
+        record = schema.model_validate(data)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) and errors() else {}
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ()))
+        raise SerializationError(f"${path}: {exc}", path=f"${path}") from exc
+    return record.model_dump(mode="json", exclude_none=True)
 
 
 def _structured(schema: type, data: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -48,10 +48,16 @@ class LlmRequest:
     """A JSON schema the answer must follow (``output_schema``); implies JSON output."""
     labels: dict[str, str] = attrs.field(factory=dict)
 
-    def append_instructions(self, *instructions: str) -> None:
-        """Append to the system instruction, pieces joined by blank lines (R-TPL-2)."""
+    def append_instructions(self, *instructions: str | Sequence[str]) -> None:
+        """Append to the system instruction, pieces joined by blank lines (R-TPL-2).
+
+        Takes the pieces as arguments, or as one list (``append_instructions(["..."])``, as
+        ADK's request takes them).
+        """
         pieces = [self.system_instruction] if self.system_instruction else []
-        pieces.extend(i for i in instructions if i)
+        for given in instructions:
+            pieces.extend([given] if isinstance(given, str) else given)
+        pieces = [p for p in pieces if p]
         self.system_instruction = "\n\n".join(pieces) if pieces else None
 
 
@@ -80,6 +86,12 @@ class Model(abc.ABC):
     """
 
     model: str = ""
+
+    pairs_calls_by_id: bool = False
+    """Whether the provider pairs each function response with its call by id. When False (the
+    default, as for ADK's models), the ids the client minted for calls that came without one
+    (``adk-...``) are left out of :attr:`LlmRequest.contents`, as ADK sends them; the OpenAI and
+    Anthropic clients set it, as their APIs need every id."""
 
     @abc.abstractmethod
     async def generate(self, request: LlmRequest) -> LlmResponse:

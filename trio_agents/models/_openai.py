@@ -56,6 +56,7 @@ class OpenAIModel(HttpModel):
     """
 
     provider = PROVIDER
+    pairs_calls_by_id = True
 
     def __init__(
         self,

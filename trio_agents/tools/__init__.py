@@ -17,6 +17,7 @@ from ._memory_tools import (
     preload_memory as preload_memory,
 )
 from ._scope import ToolsetScope as ToolsetScope, current_scope as current_scope
+from ._set_model_response import SetModelResponseTool as SetModelResponseTool
 from ._toolset import BaseToolset as BaseToolset, ToolPredicate as ToolPredicate
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "PreloadMemoryTool",
+    "SetModelResponseTool",
     "ToolContext",
     "ToolPredicate",
     "ToolsetScope",

@@ -24,7 +24,7 @@ from ..artifacts._base import ArtifactService, ArtifactVersion
 from ..models._base import FunctionDeclaration
 from ._base import BaseTool, ToolContext
 from ._child_pause import ChildPause
-from ._schema import json_schema
+from ._schema import is_pydantic_model, json_schema
 
 if TYPE_CHECKING:
     from .._run_stream import RunStream
@@ -79,6 +79,8 @@ class AgentTool(BaseTool):
         schema = self._schema("input_schema")
         if schema is not None:
             data = validate_output(schema, args, where=f"agent tool {self.name!r} input")
+            if is_pydantic_model(schema):  # as pydantic writes it: compact, unescaped
+                return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
             return json.dumps(data)
         request = args.get("request")
         return request if isinstance(request, str) else json.dumps(args)
@@ -135,17 +137,20 @@ class AgentTool(BaseTool):
         return runner
 
     def _result(self, last: Event | None) -> Any:
-        from ..agents._output import validate_output
+        from ..agents._output import parse_json_answer, validate_output
 
         if last is None:
-            return {"result": ""}
+            return ""
         if last.content is None:
-            return {"result": last.error_message or ""}
-        text = "\n".join(p.text for p in last.content.parts if p.text is not None and not p.thought)
+            return last.error_message or ""
+        text = "\n".join(p.text for p in last.content.parts if p.text and not p.thought)
+        if not text and last.error_message:
+            return last.error_message
         schema = self._schema("output_schema")
         if schema is not None and text.strip():
-            return validate_output(schema, json.loads(text), where=f"agent tool {self.name!r}")
-        return {"result": text}
+            data = parse_json_answer(text)
+            return validate_output(schema, data, where=f"agent tool {self.name!r}")
+        return text  # a string, as ADK's agent tool answers (the model sees {"result": text})
 
 
 class _Child:

@@ -19,11 +19,14 @@ from .._errors import ConfigurationError
 from ..models._base import FunctionDeclaration
 from ._base import BaseTool, ToolContext
 from ._confirm import ConfirmationRule
-from ._schema import json_schema
+from ._schema import is_pydantic_model, json_schema
 
 __all__ = ["FunctionTool", "LongRunningFunctionTool"]
 
 _converter = cattrs.Converter()
+_converter.register_structure_hook_func(
+    is_pydantic_model, lambda value, cls: cls.model_validate(value)
+)
 
 
 def _is_enum(hint: Any) -> bool:
@@ -66,7 +69,7 @@ def _needs_structuring(hint: Any) -> bool:
     """Whether ``hint`` names a record or an enum, also inside ``Optional``, ``list[...]``..."""
     if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
         return True
-    if _is_enum(hint):
+    if _is_enum(hint) or is_pydantic_model(hint):
         return True
     return typing.get_origin(hint) is not typing.Literal and any(
         _needs_structuring(arg) for arg in typing.get_args(hint)
@@ -77,7 +80,8 @@ class FunctionTool(BaseTool):
     """Wraps a sync or async function as a tool.
 
     The declaration comes from the signature, the type hints and the docstring: scalars, lists,
-    dicts, optional and defaulted parameters, enums, ``Literal``, attrs classes and dataclasses.
+    dicts, optional and defaulted parameters, enums, ``Literal``, attrs classes, dataclasses and
+    pydantic models.
     A parameter annotated with :class:`ToolContext` (or named ``tool_context``) receives the
     call's context and is not declared. Sync functions run in a worker thread
     (``trio.to_thread.run_sync``, under Trio's default thread limiter) so they never block the

@@ -13,15 +13,27 @@ import attrs
 
 from .._errors import ConfigurationError
 
-__all__ = ["json_schema"]
+__all__ = ["is_pydantic_model", "json_schema"]
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def is_pydantic_model(hint: Any) -> bool:
+    """Whether ``hint`` is a pydantic model class (recognised by its methods: pydantic is not a
+    dependency, but ADK users describe schemas with it)."""
+    return (
+        isinstance(hint, type)
+        and callable(getattr(hint, "model_json_schema", None))
+        and callable(getattr(hint, "model_validate", None))
+    )
 
 
 def json_schema(hint: Any, *, where: str) -> dict[str, Any]:
     """The JSON schema of ``hint``; ``where`` names the place for error messages."""
     if hint is Any or hint is typing.Any:
         return {}
+    if is_pydantic_model(hint):
+        return dict(hint.model_json_schema())
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if hint is type(None):
