@@ -94,13 +94,9 @@ def new_invocation_id() -> str:
     return "e-" + new_event_id()
 
 
-CLIENT_CALL_ID_PREFIX = "adk-"
-"""The prefix of the function-call ids the client mints (for calls a model gave without one)."""
-
-
 def new_function_call_id() -> str:
     """A fresh client-side function-call id, ``adk-<id>`` as in ADK."""
-    return CLIENT_CALL_ID_PREFIX + new_event_id()
+    return "adk-" + new_event_id()
 
 
 def now() -> float:

@@ -103,40 +103,6 @@ async def test_a_model_given_call_id_is_kept_r_ev_6() -> None:
     assert events[1].get_function_responses()[0].id == "call-7"
 
 
-def sent_call_ids(model: ScriptedModel) -> list[tuple[str | None, str | None]]:
-    """(call id, response id) pairs of the calls the model's last request retells."""
-    parts = [p for c in model.requests[-1].contents for p in c.parts]
-    calls_ = [p.function_call.id for p in parts if p.function_call is not None]
-    answers = [p.function_response.id for p in parts if p.function_response is not None]
-    return list(zip(calls_, answers, strict=True))
-
-
-async def test_client_minted_call_ids_are_not_sent_to_the_model() -> None:
-    # ADK 2.13 leaves the adk-... ids it minted out of the contents it sends a model (other
-    # than its id-pairing Anthropic and LiteLLM models); ids the model gave are sent back.
-    model = ScriptedModel([calls(call("lookup", {"q": "1"}), call("add", {"a": 1, "b": 1})), "ok"])
-    session = await Chat.start(LlmAgent(name="a", model=model, tools=[add, lookup]))
-    fc_event, _, _ = await session.send()
-    assert all(c.id and c.id.startswith("adk-") for c in fc_event.get_function_calls())
-    assert sent_call_ids(model) == [(None, None), (None, None)]
-    given = ScriptedModel([fc("lookup", {"q": "1"}, id="call-7"), "ok"])
-    await chat(LlmAgent(name="a", model=given, tools=[lookup]))
-    assert sent_call_ids(given) == [("call-7", "call-7")]
-
-
-async def test_a_model_that_pairs_calls_by_id_is_sent_every_id() -> None:
-    class Pairing(ScriptedModel):
-        pairs_calls_by_id = True
-
-    model = Pairing([fc("lookup", {"q": "1"}), "ok", "again"])
-    session = await Chat.start(LlmAgent(name="a", model=model, tools=[lookup]))
-    fc_event, _, _ = await session.send()
-    (call_id,) = [c.id for c in fc_event.get_function_calls()]
-    assert sent_call_ids(model) == [(call_id, call_id)]
-    await session.send("again")  # the history converted for this model is kept as it is
-    assert sent_call_ids(model) == [(call_id, call_id)]
-
-
 # -- empty responses (R-LLM-6) -------------------------------------------------------------------
 
 

@@ -220,12 +220,8 @@ async def test_replayed_function_calls_get_fresh_ids() -> None:
     call = LlmResponse(
         content=Content(role="model", parts=[Part.from_function_call("echo", {}, id="call-1")])
     )
-
-    class Pairing(ScriptedModel):  # sent every call id, the replayed call's too
-        pairs_calls_by_id = True
-
     cache = ResponseCachePlugin()
-    turns = Turns(Pairing([call, "one", "two"]), cache, tools=[echo])
+    turns = Turns(ScriptedModel([call, "one", "two"]), cache, tools=[echo])
     first = await turns.ask("q")
     second = await turns.ask("q")
     assert first[0].get_function_calls()[0].id == "call-1"

@@ -17,7 +17,6 @@ import attrs
 from .._aftermath import is_closing_response
 from .._content import Content, Part
 from .._events import Event
-from .._ids import CLIENT_CALL_ID_PREFIX
 from .._tool_confirmation import REQUEST_CONFIRMATION
 from ..tools._child_pause import hidden_calls
 
@@ -58,10 +57,6 @@ class History:
     """Calls the runtime closed (run cancelled, failed or its process died), by id: where the
     closing response sits in ``contents``. A result committed later takes its place."""
 
-    without_client_ids: list[Content] = attrs.field(factory=list)
-    """``contents`` as a model that does not pair calls by id gets them (the same indices,
-    converted as they are first sent)."""
-
     def update(self, events: Sequence[Event]) -> None:
         """Convert the events committed since the last update (O(new events)).
 
@@ -85,7 +80,6 @@ class History:
         self.closed = {}
         self.hidden = set()
         self.last_id = None
-        self.without_client_ids = []
 
     def _add(self, event: Event) -> None:
         content = event.content
@@ -154,33 +148,23 @@ class History:
             if old.function_response is not None and old.function_response.id == call_id:
                 parts[at] = part
                 self.contents[index] = attrs.evolve(content, parts=parts)
-                if index < len(self.without_client_ids):
-                    self.without_client_ids[index] = _without_client_ids(self.contents[index])
                 return True
         return False
 
-    def request_contents(self, include: str, *, client_ids: bool = True) -> list[Content]:
+    def request_contents(self, include: str) -> list[Content]:
         """The contents for the next model call.
 
         When the newest content answers a call made earlier (a long-running tool completed by
         the client), the model sees that call directly followed by this latest answer
-        (R-LRO-3, R-LLM-8.3). Without ``client_ids``, the ids the client minted for calls that
-        came without one are left out, as ADK sends them to a model that does not pair calls by
-        id.
+        (R-LRO-3, R-LLM-8.3).
         """
-        contents = self.contents if client_ids else self._without_client_ids()
+        contents = self.contents
         late = self._late_answer()
         if late is not None:
-            answers = self._answers_to(late)
-            return [*contents[: late + 1], answers if client_ids else _without_client_ids(answers)]
+            return [*contents[: late + 1], self._answers_to(late)]
         if include == "none":
             return contents[self.turn_start :]
         return list(contents)
-
-    def _without_client_ids(self) -> list[Content]:
-        converted = self.without_client_ids
-        converted.extend(_without_client_ids(c) for c in self.contents[len(converted) :])
-        return converted
 
     def _answers_to(self, late: int) -> Content:
         """The latest answer merged with the latest answers to its sibling calls.
@@ -214,27 +198,6 @@ class History:
                 if index is not None and index < len(self.contents) - 2:
                     return index
         return None
-
-
-def _is_client_id(call_id: str | None) -> bool:
-    return call_id is not None and call_id.startswith(CLIENT_CALL_ID_PREFIX)
-
-
-def _without_client_id(part: Part) -> Part:
-    call, response = part.function_call, part.function_response
-    if call is not None and _is_client_id(call.id):
-        return attrs.evolve(part, function_call=attrs.evolve(call, id=None))
-    if response is not None and _is_client_id(response.id):
-        return attrs.evolve(part, function_response=attrs.evolve(response, id=None))
-    return part
-
-
-def _without_client_ids(content: Content) -> Content:
-    """``content`` without the function-call ids the client minted (``adk-...``)."""
-    parts = [_without_client_id(p) for p in content.parts]
-    if all(new is old for new, old in zip(parts, content.parts, strict=True)):
-        return content
-    return attrs.evolve(content, parts=parts)
 
 
 def _is_confirmation(part: Part) -> bool:

@@ -236,9 +236,7 @@ async def build_request(agent: LlmAgent, ctx: InvocationContext) -> LlmRequest:
         )
     if agent.output_schema is not None and agent.tools:
         request.append_instructions(SET_MODEL_RESPONSE_INSTRUCTION)
-    request.contents = history_for(ctx).request_contents(
-        agent.include_contents, client_ids=model.pairs_calls_by_id
-    )
+    request.contents = history_for(ctx).request_contents(agent.include_contents)
     tools = agent.run_tools
     declared = _declare(tools, request)
     if declared < len(tools):

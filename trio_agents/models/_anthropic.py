@@ -297,7 +297,6 @@ class AnthropicModel(HttpModel):
     """
 
     provider: ClassVar[str] = PROVIDER
-    pairs_calls_by_id = True
 
     def __init__(
         self,

@@ -87,12 +87,6 @@ class Model(abc.ABC):
 
     model: str = ""
 
-    pairs_calls_by_id: bool = False
-    """Whether the provider pairs each function response with its call by id. When False (the
-    default, as for ADK's models), the ids the client minted for calls that came without one
-    (``adk-...``) are left out of :attr:`LlmRequest.contents`, as ADK sends them; the OpenAI and
-    Anthropic clients set it, as their APIs need every id."""
-
     @abc.abstractmethod
     async def generate(self, request: LlmRequest) -> LlmResponse:
         """One complete, non-partial answer to ``request``."""

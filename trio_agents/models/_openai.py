@@ -56,7 +56,6 @@ class OpenAIModel(HttpModel):
     """
 
     provider = PROVIDER
-    pairs_calls_by_id = True
 
     def __init__(
         self,

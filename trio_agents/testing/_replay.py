@@ -154,7 +154,6 @@ class RecordingModel(Model):
     def __init__(self, inner: Model, path: str | os.PathLike[str]) -> None:
         self.inner = inner
         self.model = inner.model
-        self.pairs_calls_by_id = inner.pairs_calls_by_id  # the requests are the inner model's
         self.path = Path(path)
         self._entries = _load(self.path)
         self._refreshed: set[str] = set()
