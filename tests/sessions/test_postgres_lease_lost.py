@@ -18,6 +18,7 @@ from tests.pg_cluster import ensure_cluster
 from tests.server.helpers import Gated
 from trio_agents import LeaseLostError, Runner, SessionBusyError
 from trio_agents.sessions import PostgresSessionService
+from trio_agents.sessions._pg_locks import LockConnection, SharedLockConnections
 from trio_agents.sessions._postgres import _lock_id
 
 KEY: dict[str, Any] = {"app_name": "app", "user_id": "u"}
@@ -170,3 +171,35 @@ async def test_the_error_leaving_a_service_block_is_the_blocks_own(dsn: str) -> 
     with pytest.raises(KeyError, match="mine"):
         async with PostgresSessionService(dsn) as service, service.lease(**KEY, session_id="s"):
             raise KeyError("mine")
+
+
+class _LostConnection:
+    """A driver connection whose socket is gone: ``fileno()`` raises, as psycopg's does."""
+
+    closed = False
+    broken = False
+
+    def fileno(self) -> int:
+        raise psycopg.OperationalError("the connection is lost")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_watched_connection_whose_driver_fails_is_lost_not_a_crash() -> None:
+    """The watches never fail: a connection the driver gives up on counts as lost, and its runs
+    are handed on to take their locks again (here: the ``on_lost`` the service gives)."""
+    handed: list[LockConnection] = []
+
+    async def on_lost(shared: LockConnection) -> None:
+        await trio.lowlevel.checkpoint()
+        handed.append(shared)
+
+    shared = LockConnection(_LostConnection())
+    connections = SharedLockConnections(lambda: None, on_lost)
+    connections._open.append(shared)
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            connections.watch_all(nursery)
+    assert handed == [shared]
+    assert shared.broken

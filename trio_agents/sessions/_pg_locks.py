@@ -242,7 +242,8 @@ class SharedLockConnections:
         with shared.watch:
             try:
                 await shared.wait_lost()
-            except OSError as exc:  # the socket itself failed: as good as lost
+            except Exception as exc:  # the socket or the driver failed (a lost connection's
+                # ``fileno()`` raises the driver's OperationalError): as good as lost
                 logger.warning("a run lock connection to PostgreSQL failed (%s)", exc)
                 shared.broken = True
         if shared.broken and self._on_lost is not None:
