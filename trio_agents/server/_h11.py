@@ -317,15 +317,17 @@ class Head:
         """
         framing: list[tuple[bytes, bytes]] = []
         fields = [b"date: %s\r\n" % _http_date()]
+        sized = False
         for name, value in pairs:
-            if name.lower() in FRAMING_FIELDS:
+            lower = name.lower()
+            if lower in FRAMING_FIELDS:
                 framing.append((name, value))
+                sized = sized or lower == b"content-length"
             elif FIELD_NAME.fullmatch(name) and FIELD_VALUE.fullmatch(value):
                 fields.append(b"%s: %s\r\n" % (name, value))
             else:
                 raise h11.LocalProtocolError(f"Illegal header {name!r}: {value!r}")
         response = h11.Response(status_code=status, headers=framing, reason=_reason(status))
-        sized = any(name.lower() == b"content-length" for name, _ in framing)
         return cls(response, b"".join(fields), sized)
 
     def send(self, connection: h11.Connection) -> bytes:
